@@ -1,1 +1,304 @@
-//! STUB
+//! The lock-free remap protocol of seed 000 (WiredTiger's `mmap_resizing` / `mmap_use_count`).
+//!
+//! Users of a mapping (readers and writers copying bytes) and resizers (threads that change the
+//! file size and replace the mapping) coordinate through two atomics and no lock:
+//!
+//! ```text
+//! user:    use_count += 1            resizer: loop { wait while resizing; CAS resizing 0 -> 1 }
+//!          if resizing {                      wait while use_count > 0
+//!              use_count -= 1                 change the file size, unmap, map again
+//!              use pread/pwrite               resizing = 0
+//!          } else {
+//!              copy through the mapping
+//!              use_count -= 1
+//!          }
+//! ```
+//!
+//! Invariants (checked by the loom model in this file and the stress test):
+//! 1. While a resizer holds `resizing`, no user is inside the mapping: the resizer saw
+//!    `use_count == 0` after setting the flag, and any user that incremented the count later
+//!    re-checks the flag and leaves without touching the mapping.
+//! 2. At most one resizer at a time: the flag is claimed by compare-and-swap.
+//! 3. Users never wait: they either enter or fall back to system calls, which the kernel
+//!    orders with the size change. Only resizers wait, and only for copies already in flight.
+//!
+//! The user's increment and re-check, and the resizer's claim and count check, are `SeqCst`:
+//! this is a store-then-load handshake on two locations (Dekker), which weaker orderings do not
+//! make safe. The re-check is the fix of WiredTiger's WT-12099; the loom test below shows that
+//! without it a user and a resizer can touch the mapping at the same time.
+//!
+//! Must never: wait for a resize while holding a `UseGuard` (the resizer would wait forever).
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// The pair of atomics guarding one mapping.
+#[derive(Debug, Default)]
+pub(crate) struct RemapGate {
+    resizing: AtomicBool,
+    use_count: AtomicUsize,
+}
+
+/// Proof that the caller may use the mapping; leaving drops the count.
+#[must_use]
+#[derive(Debug)]
+pub(crate) struct UseGuard<'gate> {
+    gate: &'gate RemapGate,
+}
+
+/// Proof that the caller alone may replace the mapping; dropping it clears `resizing`.
+#[must_use]
+#[derive(Debug)]
+pub(crate) struct ResizeGuard<'gate> {
+    gate: &'gate RemapGate,
+}
+
+impl RemapGate {
+    pub(crate) fn new() -> RemapGate {
+        RemapGate { resizing: AtomicBool::new(false), use_count: AtomicUsize::new(0) }
+    }
+
+    /// Enters the mapping, or returns `None` when a resize is running and the caller must use
+    /// system calls instead.
+    pub(crate) fn enter(&self) -> Option<UseGuard<'_>> {
+        // Cheap early exit while a resize is known to run; the re-check below is what matters.
+        if self.resizing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.use_count.fetch_add(1, Ordering::SeqCst);
+        if self.resizing.load(Ordering::SeqCst) {
+            self.use_count.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(UseGuard { gate: self })
+    }
+
+    /// Claims the right to resize, then waits for users already inside to leave.
+    pub(crate) fn begin_resize(&self) -> ResizeGuard<'_> {
+        let mut backoff = Backoff::default();
+        loop {
+            while self.resizing.load(Ordering::Relaxed) {
+                backoff.snooze();
+            }
+            if self
+                .resizing
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+            {
+                break;
+            }
+        }
+        let mut backoff = Backoff::default();
+        while self.use_count.load(Ordering::SeqCst) > 0 {
+            backoff.snooze();
+        }
+        ResizeGuard { gate: self }
+    }
+
+    /// True while a resize runs (for assertions).
+    #[cfg(test)]
+    pub(crate) fn is_resizing(&self) -> bool {
+        self.resizing.load(Ordering::Acquire)
+    }
+
+    /// Users inside the mapping now (for assertions).
+    #[cfg(test)]
+    pub(crate) fn users(&self) -> usize {
+        self.use_count.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for UseGuard<'_> {
+    fn drop(&mut self) {
+        let previous = self.gate.use_count.fetch_sub(1, Ordering::SeqCst);
+        debug_assert!(previous > 0, "use_count underflow");
+    }
+}
+
+impl ResizeGuard<'_> {
+    /// Asserts the invariant the resizer relies on: nobody is in the mapping.
+    pub(crate) fn assert_exclusive(&self) {
+        debug_assert!(self.gate.resizing.load(Ordering::Relaxed));
+        debug_assert_eq!(self.gate.use_count.load(Ordering::SeqCst), 0);
+    }
+}
+
+impl Drop for ResizeGuard<'_> {
+    fn drop(&mut self) {
+        // Release (as part of SeqCst) publishes the new mapping to users that see the flag clear.
+        self.gate.resizing.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Spin, then yield: resizes are rare and user copies short, so waits are brief.
+#[derive(Default)]
+struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    fn snooze(&mut self) {
+        #[cfg(loom)]
+        {
+            loom::thread::yield_now();
+        }
+        #[cfg(not(loom))]
+        {
+            if self.step < 6 {
+                for _ in 0..(1u32 << self.step) {
+                    std::hint::spin_loop();
+                }
+            } else {
+                std::thread::yield_now();
+            }
+            self.step = self.step.saturating_add(1);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_fall_back_while_a_resize_runs_and_reenter_after() {
+        let gate = RemapGate::new();
+        {
+            let _user = gate.enter().expect("no resize runs");
+            assert_eq!(gate.users(), 1);
+        }
+        assert_eq!(gate.users(), 0);
+        let resize = gate.begin_resize();
+        resize.assert_exclusive();
+        assert!(gate.enter().is_none(), "a user entered during a resize");
+        assert_eq!(gate.users(), 0, "a refused user left its count behind");
+        drop(resize);
+        assert!(gate.enter().is_some());
+    }
+
+    #[test]
+    fn a_resizer_waits_for_users_inside() {
+        use std::sync::atomic::AtomicBool as StdBool;
+        use std::sync::Arc;
+        let gate = Arc::new(RemapGate::new());
+        let user = gate.enter().expect("no resize runs");
+        let resized = Arc::new(StdBool::new(false));
+        let thread = {
+            let (gate, resized) = (Arc::clone(&gate), Arc::clone(&resized));
+            std::thread::spawn(move || {
+                let _resize = gate.begin_resize();
+                resized.store(true, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        // The resizer has claimed the flag or is about to; either way it cannot finish.
+        while !gate.is_resizing() {
+            std::thread::yield_now();
+        }
+        for _ in 0..1000 {
+            assert!(!resized.load(std::sync::atomic::Ordering::SeqCst));
+            std::thread::yield_now();
+        }
+        drop(user);
+        thread.join().expect("resizer thread");
+        assert!(resized.load(std::sync::atomic::Ordering::SeqCst));
+    }
+}
+
+/// The loom model: run with `RUSTFLAGS="--cfg loom" cargo test -p tierkv-io --lib loom`.
+///
+/// The "mapping" is a loom `UnsafeCell`: users read it, resizers write it. Loom explores every
+/// interleaving of the threads (within the preemption bound) and fails if a read and a write of
+/// the cell can overlap, which is exactly a user touching the mapping during a remap.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+
+    struct Mapping {
+        gate: RemapGate,
+        /// Stands for (address, length) of the mapping; a remap replaces it.
+        region: UnsafeCell<u64>,
+    }
+
+    // SAFETY: access to `region` is what the model checks; loom reports any race.
+    unsafe impl Sync for Mapping {}
+
+    fn user(mapping: &Mapping, enter: impl Fn(&RemapGate) -> Option<UseGuard<'_>>) -> bool {
+        match enter(&mapping.gate) {
+            Some(_guard) => {
+                // SAFETY: the gate promises no resizer writes the region now; loom checks it.
+                let generation = mapping.region.with(|region| unsafe { *region });
+                assert!(generation < 10);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn resizer(mapping: &Mapping) {
+        let guard = mapping.gate.begin_resize();
+        guard.assert_exclusive();
+        // SAFETY: the gate promises exclusivity; loom checks it.
+        mapping.region.with_mut(|region| unsafe { *region += 1 });
+        drop(guard);
+    }
+
+    fn model(users: usize, resizers: usize, enter: fn(&RemapGate) -> Option<UseGuard<'_>>) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(move || {
+            let mapping = Arc::new(Mapping { gate: RemapGate::new(), region: UnsafeCell::new(0) });
+            let mut threads = Vec::new();
+            for _ in 0..users {
+                let mapping = Arc::clone(&mapping);
+                threads.push(loom::thread::spawn(move || {
+                    user(&mapping, enter);
+                }));
+            }
+            for _ in 1..resizers {
+                let mapping = Arc::clone(&mapping);
+                threads.push(loom::thread::spawn(move || resizer(&mapping)));
+            }
+            if resizers > 0 {
+                resizer(&mapping);
+            }
+            for thread in threads {
+                thread.join().expect("model thread");
+            }
+            assert_eq!(mapping.gate.use_count.load(Ordering::SeqCst), 0);
+            assert!(!mapping.gate.resizing.load(Ordering::SeqCst));
+            // SAFETY: all threads joined.
+            let generation = mapping.region.with(|region| unsafe { *region });
+            assert_eq!(generation, resizers as u64);
+        });
+    }
+
+    #[test]
+    fn loom_two_users_one_resizer() {
+        model(2, 1, RemapGate::enter);
+    }
+
+    #[test]
+    fn loom_one_user_two_resizers() {
+        model(1, 2, RemapGate::enter);
+    }
+
+    /// WiredTiger before WT-12099: increment, but no re-check of the flag. Loom must find the
+    /// interleaving where the user reads the mapping while the resizer replaces it.
+    fn enter_without_recheck(gate: &RemapGate) -> Option<UseGuard<'_>> {
+        if gate.resizing.load(Ordering::SeqCst) {
+            return None;
+        }
+        gate.use_count.fetch_add(1, Ordering::SeqCst);
+        Some(UseGuard { gate })
+    }
+
+    #[test]
+    #[should_panic]
+    fn loom_finds_the_race_without_the_recheck() {
+        model(1, 1, enter_without_recheck);
+    }
+}

@@ -1,0 +1,166 @@
+//! Behaviour every OS access method shares: round trips, growth in chunks, set_len, persist,
+//! atomic stores, and the SIGBUS guard for files shrunk behind tierkv's back.
+
+use std::path::{Path, PathBuf};
+
+use tierkv_io::{AccessMethod, AlignedBuf, Error, File, OpenOptions, PmemMode, Storage};
+
+pub(crate) fn dirs() -> Vec<(tempfile::TempDir, &'static str)> {
+    vec![
+        (tempfile::tempdir().expect("disk tempdir"), "disk"),
+        (tempfile::tempdir_in("/dev/shm").expect("/dev/shm tempdir"), "shm"),
+    ]
+}
+
+pub(crate) fn open(path: &Path, method: AccessMethod, chunk: u64) -> File {
+    Storage::Os
+        .open(path, &OpenOptions::new(method).create(true).chunk_bytes(chunk))
+        .unwrap_or_else(|e| panic!("open {} with {method}: {e}", path.display()))
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn every_method_round_trips_and_grows_in_chunks() {
+    for (dir, label) in dirs() {
+        for method in AccessMethod::ALL {
+            let path: PathBuf = dir.path().join(format!("{method}.dat"));
+            let file = open(&path, method, 64 << 10);
+            assert_eq!(file.len(), 0);
+            let data = AlignedBuf::new(8192);
+            let mut data = data;
+            data.copy_from_slice(&pattern(8192, 7));
+            file.write_at(&data, 4096).unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            assert_eq!(file.len(), 64 << 10, "{label} {method}: growth is one 64 KiB chunk");
+            let mut back = AlignedBuf::new(8192);
+            file.read_at(&mut back, 4096).unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            assert_eq!(&back[..], &data[..], "{label} {method}");
+            let stats = file.stats();
+            assert_eq!(stats.resize_syscalls, 1, "{label} {method}: {stats:?}");
+            assert_eq!(stats.fallocate_calls, 1);
+            file.sync_data().unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            drop(file);
+            let on_disk = std::fs::read(&path).expect("read back");
+            assert_eq!(on_disk.len(), 64 << 10);
+            assert_eq!(&on_disk[4096..12288], &data[..]);
+            assert!(on_disk[..4096].iter().all(|&b| b == 0));
+        }
+    }
+}
+
+#[test]
+fn many_small_appends_make_one_resize_call_per_chunk() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for method in [AccessMethod::Syscall, AccessMethod::Mmap, AccessMethod::Pmem] {
+        for (chunk, expected_calls) in [(1u64 << 20, 4u64), (4096, 1024)] {
+            let path = dir.path().join(format!("{method}-{chunk}.log"));
+            let file = open(&path, method, chunk);
+            let record = pattern(4096, 3);
+            for index in 0..1024u64 {
+                file.write_at(&record, index * 4096).expect("append");
+            }
+            let stats = file.stats();
+            assert_eq!(stats.resize_syscalls, expected_calls, "{method} chunk {chunk}");
+            if method.is_mapped() {
+                assert_eq!(stats.remaps, expected_calls, "{method} chunk {chunk}");
+            }
+        }
+    }
+}
+
+#[test]
+fn set_len_truncates_and_extends_with_zeros_for_every_method() {
+    for (dir, label) in dirs() {
+        for method in [AccessMethod::Syscall, AccessMethod::Mmap, AccessMethod::Pmem] {
+            let path = dir.path().join(format!("{method}.trunc"));
+            let file = open(&path, method, 1);
+            file.write_at(&pattern(10_000, 1), 0).expect("write");
+            assert_eq!(file.len(), 10_000, "{label} {method}: chunk 1 grows exactly");
+            file.set_len(3000).expect("truncate");
+            let mut buf = vec![0u8; 100];
+            let error = file.read_at(&mut buf, 2950).expect_err("read past the new end");
+            assert!(
+                matches!(error, Error::ReadPastEnd { file_len: 3000, .. }),
+                "{label} {method}: {error}"
+            );
+            file.set_len(9000).expect("extend");
+            file.read_at(&mut buf, 5000).expect("read the new zeros");
+            assert!(buf.iter().all(|&b| b == 0), "{label} {method}: extension is zeros");
+            file.read_at(&mut buf, 2900).expect("read across the old cut");
+            assert_eq!(&buf[..100], &pattern(3000, 1)[2900..3000]);
+        }
+    }
+}
+
+#[test]
+fn pmem_mode_is_flush_only_on_shm_and_msync_on_disk() {
+    let shm = tempfile::tempdir_in("/dev/shm").expect("shm");
+    let disk = tempfile::tempdir().expect("disk");
+    let on_shm = open(&shm.path().join("p"), AccessMethod::Pmem, 4096);
+    let on_disk = open(&disk.path().join("p"), AccessMethod::Pmem, 4096);
+    let shm_fs = tierkv_io::file_system_info(shm.path()).expect("fs info");
+    assert_eq!(shm_fs.fs_type, "tmpfs");
+    assert!(!shm_fs.dax, "no DAX on this machine's tmpfs");
+    assert_eq!(on_shm.pmem_mode(), Some(PmemMode::FlushOnly));
+    assert_eq!(on_disk.pmem_mode(), Some(PmemMode::Msync));
+    for file in [&on_shm, &on_disk] {
+        file.write_at(&pattern(1000, 9), 0).expect("write");
+        file.store_u64(1024, 0xDEAD_BEEF_0123_4567).expect("store");
+        file.persist(0, 1032).expect("persist");
+        let mut word = [0u8; 8];
+        file.read_at(&mut word, 1024).expect("read");
+        assert_eq!(u64::from_le_bytes(word), 0xDEAD_BEEF_0123_4567);
+    }
+    let flush = on_shm.stats();
+    assert!(flush.lines_flushed >= 1000 / 64, "{flush:?}");
+    assert!(flush.write_bytes_nontemporal >= 896, "1000 B copies use NT stores: {flush:?}");
+    assert_eq!(flush.fences, 1);
+    assert_eq!(flush.msyncs, 0);
+    let msync = on_disk.stats();
+    assert_eq!(msync.msyncs, 1, "{msync:?}");
+    assert_eq!(msync.lines_flushed, 0);
+}
+
+#[test]
+fn a_file_shrunk_behind_our_back_is_an_error_not_sigbus() {
+    for (dir, label) in dirs() {
+        for method in [AccessMethod::Mmap, AccessMethod::Pmem] {
+            let path = dir.path().join(format!("{method}.shrink"));
+            let file = open(&path, method, 1);
+            file.write_at(&pattern(64 << 10, 5), 0).expect("write 64 KiB");
+            // Another handle (standing for another process) cuts the file to 8 KiB.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|other| other.set_len(8192))
+                .expect("external truncate");
+            let mut buf = vec![0u8; 4096];
+            let error = file.read_at(&mut buf, 32 << 10).expect_err("read in the cut range");
+            match error {
+                Error::FileShrunk { expected_len, actual_len, .. } => {
+                    assert_eq!(expected_len, 64 << 10, "{label} {method}");
+                    assert_eq!(actual_len, 8192, "{label} {method}");
+                }
+                other => panic!("{label} {method}: expected FileShrunk, got {other}"),
+            }
+            assert_eq!(file.stats().sigbus_faults, 1, "{label} {method}");
+            assert_eq!(file.len(), 8192, "{label} {method}: the handle learned the new size");
+            file.read_at(&mut buf, 0).expect("the surviving range still reads");
+            assert_eq!(buf, pattern(64 << 10, 5)[..4096]);
+            // A write into the cut range is also caught, then redone after regrowth.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|other| other.set_len(4096))
+                .expect("second external truncate");
+            let error = file.write_at(&[1u8; 16], 6000).expect_err("write into the cut range");
+            assert!(matches!(error, Error::FileShrunk { actual_len: 4096, .. }), "{error}");
+            file.write_at(&[2u8; 16], 6000).expect("a later write regrows the file");
+            let mut back = [0u8; 16];
+            file.read_at(&mut back, 6000).expect("read back");
+            assert_eq!(back, [2u8; 16]);
+        }
+    }
+}

@@ -82,7 +82,7 @@ pub(crate) fn chunk_target(end: u64, chunk_bytes: u64) -> u64 {
 
 /// Checks that an atomic 8-byte store is 8-byte aligned and returns its end offset.
 pub(crate) fn checked_u64_slot(op: Op, path: &std::path::Path, offset: u64) -> Result<u64> {
-    if offset % 8 != 0 {
+    if !offset.is_multiple_of(8) {
         return Err(Error::Unaligned {
             op,
             path: path.to_path_buf(),

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use rustix::mm::{MapFlags, MsyncFlags, ProtFlags};
 
-use super::{fdatasync, fsinfo, fsync, fstat_len, growth, pread_exact, pwrite_all};
+use super::{fdatasync, fsinfo, fstat_len, fsync, growth, pread_exact, pwrite_all};
 use crate::pmem::{self, FlushInstruction};
 use crate::remap_gate::{RemapGate, ResizeGuard};
 use crate::sigbus::FaultSlot;
@@ -208,9 +208,8 @@ impl MappedFile {
                     let clean = self.fault_free();
                     drop(guard);
                     if !clean {
-                        return self.after_fault(Op::Read, offset, len, || {
-                            self.read_syscall(buf, offset)
-                        });
+                        return self
+                            .after_fault(Op::Read, offset, len, || self.read_syscall(buf, offset));
                     }
                     IoStats::bump(&self.stats.reads);
                     IoStats::add(&self.stats.read_bytes_mapped, len);

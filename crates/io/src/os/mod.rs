@@ -216,12 +216,9 @@ pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
 }
 
 pub(crate) fn sync_dir(path: &Path) -> Result<()> {
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| Error::from_rustix(Op::SyncDir, path, e))?;
+    let fd =
+        rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::from_rustix(Op::SyncDir, path, e))?;
     rustix::fs::fsync(&fd).map_err(|e| Error::from_rustix(Op::SyncDir, path, e))
 }
 

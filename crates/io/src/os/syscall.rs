@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{fdatasync, fsinfo, fsync, fstat_len, growth, pread_exact, pwrite_all};
+use super::{fdatasync, fsinfo, fstat_len, fsync, growth, pread_exact, pwrite_all};
 use crate::{
     checked_end, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error, IoStats, Op,
     OpenOptions, Result, MAX_FILE_END,
@@ -77,13 +77,13 @@ impl SyscallFile {
             required,
             reason: "O_DIRECT on this file",
         };
-        if address as u64 % memory != 0 {
+        if !(address as u64).is_multiple_of(memory) {
             return Err(unaligned(AlignedItem::BufferAddress, address as u64, memory));
         }
-        if offset % offset_align != 0 {
+        if !offset.is_multiple_of(offset_align) {
             return Err(unaligned(AlignedItem::Offset, offset, offset_align));
         }
-        if len % offset_align != 0 {
+        if !len.is_multiple_of(offset_align) {
             return Err(unaligned(AlignedItem::Length, len, offset_align));
         }
         Ok(())

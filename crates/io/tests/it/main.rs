@@ -2,3 +2,4 @@
 
 mod methods;
 mod sim;
+mod stress;

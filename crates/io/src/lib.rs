@@ -16,6 +16,31 @@
 //! Files grow in chunks (`OpenOptions::chunk_bytes`, 64 MiB by default) with fallocate, then
 //! posix_fallocate, then ftruncate; `IoStats::resize_syscalls` counts the calls.
 //!
+//! ```
+//! use tierkv_io::{AccessMethod, OpenOptions, Storage};
+//!
+//! # fn main() -> tierkv_io::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("tierkv-doc-{}", std::process::id()));
+//! let storage = Storage::Os;
+//! storage.create_dir_all(&dir)?;
+//! let path = dir.join("demo.log");
+//! let log = storage.open(&path, &OpenOptions::new(AccessMethod::Pmem).create(true))?;
+//! println!("pmem mode: {:?}", log.pmem_mode()); // FlushOnly on tmpfs, Msync on disk
+//! log.write_at(b"record payload", 8)?;         // non-temporal copy for >= 256 B
+//! log.persist(8, 14)?;                          // flush each line + sfence (or msync)
+//! log.store_u64(0, 22)?;                        // 8-byte atomic commit word
+//! log.persist(0, 8)?;
+//! let mut back = [0u8; 14];
+//! log.read_at(&mut back, 8)?;
+//! assert_eq!(&back, b"record payload");
+//! assert_eq!(log.stats().resize_syscalls, 1);   // one 64 MiB chunk
+//! # drop(log);
+//! # storage.remove_file(&path)?;
+//! # std::fs::remove_dir(&dir).ok();
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Invariants:
 //! 1. A mapped access never touches a byte past the end of the mapping, and the mapping never
 //!    extends past the end of the file as this handle last set or observed it.

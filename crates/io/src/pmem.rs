@@ -9,7 +9,11 @@
 //! Copies of `NT_THRESHOLD_BYTES` (256 B) or more use non-temporal stores for the 64-byte
 //! aligned body, so the data goes to memory without polluting the cache and without a flush;
 //! the unaligned head and tail are copied with ordinary stores and flushed. Smaller copies use
-//! ordinary stores and a flush of each touched line. Neither copy fences; `persist` does.
+//! ordinary stores and a flush of each touched line. A copy that streamed ends with `sfence`:
+//! non-temporal stores are weakly ordered, and without the fence another thread that
+//! synchronises with this one (a release store, a lock) could still read the old bytes; Rust's
+//! documentation of the streaming intrinsics requires it. Durability of the flushed head and
+//! tail lines still waits for the fence of `persist`.
 //!
 //! Must never: be called on memory that is not a live mapping of at least the given length.
 
@@ -172,10 +176,11 @@ pub(crate) fn sfence() {
 pub(crate) struct CopyReport {
     pub(crate) nontemporal_bytes: u64,
     pub(crate) lines_flushed: u64,
+    pub(crate) fences: u64,
 }
 
-/// Copies `len` bytes to persistent memory: non-temporal stores for copies of 256 B or more,
-/// ordinary stores plus a flush of each touched line otherwise. Does not fence.
+/// Copies `len` bytes to persistent memory: non-temporal stores for copies of 256 B or more
+/// (then `sfence`), ordinary stores plus a flush of each touched line otherwise.
 ///
 /// # Safety
 /// `dst` must be valid for `len` bytes of writes inside a live mapping, `src` valid for `len`
@@ -187,7 +192,7 @@ pub(crate) unsafe fn copy_to_pmem(dst: *mut u8, src: *const u8, len: usize) -> C
         unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
         // SAFETY: the range was just written, so it is mapped.
         let lines_flushed = unsafe { flush_range(instruction, dst, len) };
-        return CopyReport { nontemporal_bytes: 0, lines_flushed };
+        return CopyReport { nontemporal_bytes: 0, lines_flushed, fences: 0 };
     }
     let head = ((CACHE_LINE_BYTES - (dst as usize & (CACHE_LINE_BYTES - 1)))
         & (CACHE_LINE_BYTES - 1))
@@ -204,6 +209,10 @@ pub(crate) unsafe fn copy_to_pmem(dst: *mut u8, src: *const u8, len: usize) -> C
     // SAFETY: dst + head is 64-byte aligned and body bytes lie inside both ranges.
     unsafe { stream_body(dst.add(head), src.add(head), body) };
     report.nontemporal_bytes = body as u64;
+    if body > 0 {
+        sfence();
+        report.fences = 1;
+    }
     if tail > 0 {
         let at = head + body;
         // SAFETY: at + tail == len, inside both ranges.

@@ -275,6 +275,7 @@ impl MappedFile {
                 let report = unsafe { pmem::copy_to_pmem(target, buf.as_ptr(), buf.len()) };
                 IoStats::add(&self.stats.write_bytes_nontemporal, report.nontemporal_bytes);
                 IoStats::add(&self.stats.lines_flushed, report.lines_flushed);
+                IoStats::add(&self.stats.fences, report.fences);
             }
             // SAFETY: guaranteed by the caller.
             _ => unsafe { ptr::copy_nonoverlapping(buf.as_ptr(), target, buf.len()) },

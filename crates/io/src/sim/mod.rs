@@ -665,6 +665,8 @@ impl SimFile {
                 let (nontemporal, lines) = pmem_copy_counts(offset, len);
                 IoStats::add(&self.stats.write_bytes_nontemporal, nontemporal);
                 IoStats::add(&self.stats.lines_flushed, lines);
+                // A copy that streamed ends with a fence, as in `pmem::copy_to_pmem`.
+                IoStats::add(&self.stats.fences, u64::from(nontemporal > 0));
             }
         }
         Ok(())

@@ -31,6 +31,7 @@ fn pmem_write_counters_match_what_copy_to_pmem_reports() {
                 (report.nontemporal_bytes, report.lines_flushed),
                 "copy of {len} bytes at offset {offset}"
             );
+            assert_eq!(report.fences, u64::from(simulated.0 > 0), "fence after streaming");
         }
     }
 }

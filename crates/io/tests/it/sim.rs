@@ -317,7 +317,7 @@ fn counters_match_the_method() {
                     stats.write_bytes_nontemporal, 192,
                     "the 64-byte aligned body [64, 256)"
                 );
-                assert_eq!(stats.fences, 1);
+                assert_eq!(stats.fences, 2, "one after the streaming copy, one in persist");
                 // Copy: head line [0, 64) and tail line [256, 320); persist: lines 0 and 1.
                 assert_eq!(stats.lines_flushed, 4);
                 assert_eq!(file.pmem_mode(), Some(tierkv_io::PmemMode::DaxMapSync));

@@ -70,7 +70,8 @@ pub use aligned::AlignedBuf;
 pub use error::{AlignedItem, Error, FaultErrno, Op, Result};
 pub use file::{File, Storage};
 pub use options::{
-    AccessMethod, OpenOptions, PmemMode, PmemModeRequest, DEFAULT_CHUNK_BYTES, DEFAULT_FILE_MODE,
+    AccessMethod, GrowthStrategy, OpenOptions, PmemMode, PmemModeRequest, DEFAULT_CHUNK_BYTES,
+    DEFAULT_FILE_MODE,
 };
 pub use os::fsinfo::{file_system_info, FileSystemInfo};
 pub use stats::{IoStats, IoStatsSnapshot};

@@ -145,6 +145,18 @@ pub enum PmemModeRequest {
     Exactly(PmemMode),
 }
 
+/// How a file grows ahead of its writes (see `os/growth.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrowthStrategy {
+    /// Allocate blocks: fallocate, else posix_fallocate, else ftruncate. The default.
+    #[default]
+    Allocate,
+    /// Only extend the size with ftruncate (a sparse hole, blocks allocated on first write):
+    /// seed 000's "restricted" configuration, kept to measure what allocation saves.
+    Truncate,
+}
+
 /// Options for `Storage::open`.
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
@@ -154,6 +166,7 @@ pub struct OpenOptions {
     pub(crate) read_only: bool,
     pub(crate) mode: u32,
     pub(crate) chunk_bytes: u64,
+    pub(crate) growth: GrowthStrategy,
     pub(crate) pmem_mode: PmemModeRequest,
     pub(crate) stats: Option<Arc<IoStats>>,
 }
@@ -174,6 +187,7 @@ impl OpenOptions {
             read_only: false,
             mode: DEFAULT_FILE_MODE,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
+            growth: GrowthStrategy::Allocate,
             pmem_mode: PmemModeRequest::Auto,
             stats: None,
         }
@@ -207,6 +221,12 @@ impl OpenOptions {
     /// bytes. 1 grows exactly to the end of each write. Default 64 MiB.
     pub fn chunk_bytes(mut self, chunk_bytes: u64) -> Self {
         self.chunk_bytes = chunk_bytes;
+        self
+    }
+
+    /// How growth is done: allocate blocks (default) or only extend the size.
+    pub fn growth(mut self, growth: GrowthStrategy) -> Self {
+        self.growth = growth;
         self
     }
 

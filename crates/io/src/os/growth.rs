@@ -4,7 +4,8 @@
 //! allocates blocks and extends the size in one metadata update; `posix_fallocate`, whose glibc
 //! emulation writes one byte per block where fallocate is unsupported (ramfs, some network
 //! file systems); and `ftruncate`, which only extends the size (a sparse hole). Every call made
-//! is counted in `IoStats::resize_syscalls`, failed attempts included.
+//! is counted in `IoStats::resize_syscalls`, failed attempts included. `GrowthStrategy::Truncate`
+//! goes straight to ftruncate.
 //!
 //! Must never shrink a file: callers pass `current` as read from the kernel under their resize
 //! exclusion, and `target > current`.
@@ -12,7 +13,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-use crate::{Error, IoStats, Op, Result};
+use crate::{Error, GrowthStrategy, IoStats, Op, Result};
 
 /// Which call finally grew the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,10 +29,14 @@ pub(crate) fn grow(
     path: &Path,
     current: u64,
     target: u64,
+    strategy: GrowthStrategy,
     stats: &IoStats,
 ) -> Result<GrowthCall> {
     assert!(target > current, "grow must extend: {current} -> {target}");
     let extra = target - current;
+    if strategy == GrowthStrategy::Truncate {
+        return extend_size(fd, path, target, stats);
+    }
 
     IoStats::bump(&stats.resize_syscalls);
     IoStats::bump(&stats.fallocate_calls);
@@ -55,6 +60,10 @@ pub(crate) fn grow(
         errno => return Err(Error::from_errno(Op::Allocate, path, errno)),
     }
 
+    extend_size(fd, path, target, stats)
+}
+
+fn extend_size(fd: &OwnedFd, path: &Path, target: u64, stats: &IoStats) -> Result<GrowthCall> {
     IoStats::bump(&stats.resize_syscalls);
     IoStats::bump(&stats.ftruncate_calls);
     rustix::fs::ftruncate(fd, target).map_err(|e| Error::from_rustix(Op::Allocate, path, e))?;

@@ -34,8 +34,8 @@ use crate::pmem::{self, FlushInstruction};
 use crate::remap_gate::{RemapGate, ResizeGuard};
 use crate::sigbus::FaultSlot;
 use crate::{
-    checked_end, checked_u64_slot, chunk_target, AccessMethod, Error, IoStats, Op, OpenOptions,
-    PmemMode, PmemModeRequest, Result, MAX_FILE_END,
+    checked_end, checked_u64_slot, chunk_target, AccessMethod, Error, GrowthStrategy, IoStats, Op,
+    OpenOptions, PmemMode, PmemModeRequest, Result, MAX_FILE_END,
 };
 
 #[derive(Debug)]
@@ -46,6 +46,7 @@ pub(crate) struct MappedFile {
     pmem_mode: Option<PmemMode>,
     read_only: bool,
     chunk_bytes: u64,
+    growth: GrowthStrategy,
     page_bytes: u64,
     gate: RemapGate,
     map_ptr: AtomicPtr<u8>,
@@ -77,6 +78,7 @@ impl MappedFile {
             pmem_mode,
             read_only: options.read_only,
             chunk_bytes: options.chunk_bytes,
+            growth: options.growth,
             page_bytes: rustix::param::page_size() as u64,
             gate: RemapGate::new(),
             map_ptr: AtomicPtr::new(ptr::null_mut()),
@@ -304,7 +306,7 @@ impl MappedFile {
         let target = chunk_target(end, self.chunk_bytes);
         // CRASH: the file may now be longer than any data in it; upper layers keep their own
         // logical end and treat the zero tail as unwritten.
-        growth::grow(&self.fd, &self.path, current, target, &self.stats)?;
+        growth::grow(&self.fd, &self.path, current, target, self.growth, &self.stats)?;
         self.size.store(target, Ordering::Release);
         self.remap(&guard, target)
     }

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use super::{fdatasync, fsinfo, fstat_len, fsync, growth, pread_exact, pwrite_all};
 use crate::{
-    checked_end, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error, IoStats, Op,
-    OpenOptions, Result, MAX_FILE_END,
+    checked_end, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error, GrowthStrategy,
+    IoStats, Op, OpenOptions, Result, MAX_FILE_END,
 };
 
 /// O_DIRECT alignment where the file system does not report one.
@@ -32,6 +32,7 @@ pub(crate) struct SyscallFile {
     /// (memory alignment, offset alignment) for O_DIRECT; `None` without O_DIRECT.
     direct: Option<(u64, u64)>,
     chunk_bytes: u64,
+    growth: GrowthStrategy,
     size: AtomicU64,
     growth_lock: Mutex<()>,
     stats: Arc<IoStats>,
@@ -61,6 +62,7 @@ impl SyscallFile {
             read_only: options.read_only,
             direct,
             chunk_bytes: options.chunk_bytes,
+            growth: options.growth,
             size: AtomicU64::new(size),
             growth_lock: Mutex::new(()),
             stats,
@@ -127,7 +129,7 @@ impl SyscallFile {
             return Ok(());
         }
         let target = chunk_target(end, self.chunk_bytes);
-        growth::grow(&self.fd, &self.path, current, target, &self.stats)?;
+        growth::grow(&self.fd, &self.path, current, target, self.growth, &self.stats)?;
         self.size.store(target, Ordering::Release);
         Ok(())
     }

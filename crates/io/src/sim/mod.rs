@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::pmem::{CACHE_LINE_BYTES, NT_THRESHOLD_BYTES};
 use crate::{
     checked_end, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error, FaultErrno,
-    IoStats, Op, OpenOptions, PmemMode, Result, MAX_FILE_END,
+    GrowthStrategy, IoStats, Op, OpenOptions, PmemMode, Result, MAX_FILE_END,
 };
 use replay::Replay;
 use state::{os_error, Bytes, DataOp, Image, InodeId, LogOp, NsOp, State};
@@ -343,6 +343,7 @@ impl SimFs {
             method: options.method,
             read_only: options.read_only,
             chunk_bytes: options.chunk_bytes,
+            growth: options.growth,
             stats: options.stats.clone().unwrap_or_default(),
         })
     }
@@ -559,6 +560,7 @@ pub(crate) struct SimFile {
     method: AccessMethod,
     read_only: bool,
     chunk_bytes: u64,
+    growth: GrowthStrategy,
     stats: Arc<IoStats>,
 }
 
@@ -613,12 +615,20 @@ impl SimFile {
             let target = chunk_target(end, self.chunk_bytes);
             assert!(target >= end, "growth target {target} below the write end {end}");
             IoStats::bump(&self.stats.resize_syscalls);
-            IoStats::bump(&self.stats.fallocate_calls);
+            self.count_growth_call();
             state.record(self.data_op(DataOp::SetLen { len: target, grow: true }));
         }
         let store = self.method == AccessMethod::Pmem;
         state.record(self.data_op(DataOp::Write { offset, bytes: Bytes::new(bytes), store }));
         debug_assert!(state.live.contents(self.inode).len() >= end);
+    }
+
+    /// Counts one growth call the way the OS backend's strategy would make it.
+    fn count_growth_call(&self) {
+        match self.growth {
+            GrowthStrategy::Allocate => IoStats::bump(&self.stats.fallocate_calls),
+            GrowthStrategy::Truncate => IoStats::bump(&self.stats.ftruncate_calls),
+        }
     }
 
     pub(crate) fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
@@ -712,7 +722,7 @@ impl SimFile {
             let target = chunk_target(len, self.chunk_bytes);
             state.record(self.data_op(DataOp::SetLen { len: target, grow: true }));
             IoStats::bump(&self.stats.resize_syscalls);
-            IoStats::bump(&self.stats.fallocate_calls);
+            self.count_growth_call();
         }
         Ok(())
     }

@@ -164,3 +164,78 @@ fn a_file_shrunk_behind_our_back_is_an_error_not_sigbus() {
         }
     }
 }
+
+#[test]
+fn truncate_growth_makes_one_ftruncate_per_chunk_and_no_allocation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for method in [AccessMethod::Syscall, AccessMethod::Mmap] {
+        let path = dir.path().join(format!("{method}.sparse"));
+        let options = OpenOptions::new(method)
+            .create(true)
+            .chunk_bytes(4096)
+            .growth(tierkv_io::GrowthStrategy::Truncate);
+        let file = Storage::Os.open(&path, &options).expect("open");
+        for index in 0..64u64 {
+            file.write_at(&pattern(4096, index as u8), index * 4096).expect("append");
+        }
+        let stats = file.stats();
+        assert_eq!(
+            (stats.resize_syscalls, stats.ftruncate_calls, stats.fallocate_calls),
+            (64, 64, 0),
+            "{method}"
+        );
+        let mut back = vec![0u8; 4096];
+        file.read_at(&mut back, 63 * 4096).expect("read");
+        assert_eq!(back, pattern(4096, 63));
+    }
+}
+
+/// Mounts a file system of the given type on a temporary directory, if this process may (CI and
+/// development machines run as root); unmounts on drop.
+pub(crate) struct Mount {
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl Mount {
+    pub(crate) fn new(fs_type: &str, options: &str) -> Option<Mount> {
+        let dir = tempfile::tempdir().ok()?;
+        let status = std::process::Command::new("mount")
+            .args(["-t", fs_type, "-o", options, "none"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        if status.success() {
+            Some(Mount { dir })
+        } else {
+            eprintln!("note: cannot mount {fs_type} here (not root?); skipping this check");
+            None
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn growth_falls_back_to_posix_fallocate_where_fallocate_is_unsupported() {
+    // ramfs has no fallocate: the first attempt fails with EOPNOTSUPP, and glibc's
+    // posix_fallocate then grows the file by writing.
+    let Some(mount) = Mount::new("ramfs", "size=16m") else { return };
+    let path = mount.dir.path().join("grow.dat");
+    let file = open(&path, AccessMethod::Syscall, 64 << 10);
+    file.write_at(&pattern(1000, 4), 0).expect("write");
+    let stats = file.stats();
+    assert_eq!(
+        (stats.resize_syscalls, stats.fallocate_calls, stats.posix_fallocate_calls),
+        (2, 1, 1),
+        "{stats:?}"
+    );
+    assert_eq!(file.len(), 64 << 10);
+    let mut back = vec![0u8; 1000];
+    file.read_at(&mut back, 0).expect("read");
+    assert_eq!(back, pattern(1000, 4));
+}

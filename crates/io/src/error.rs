@@ -224,11 +224,9 @@ pub enum Error {
         offset: u64,
     },
 
-    /// `offset + len` is beyond the largest file offset the OS accepts (2^63 - 1).
-    #[error(
-        "cannot {op} {}: offset {offset} plus length {len} exceeds the largest file offset {max}",
-        path.display()
-    )]
+    /// `offset + len` is beyond the largest file offset the OS accepts (2^63 - 1). For
+    /// `set_len` and `reserve`, `offset` is the size asked for and `len` is 0.
+    #[error("{}", too_large_message(*op, path, *offset, *len, *max))]
     OffsetTooLarge {
         /// What was being done.
         op: Op,
@@ -375,6 +373,17 @@ impl Error {
             Error::ReadPastEnd { .. } => Some(Op::Read),
             Error::InvalidOptions { .. } => None,
         }
+    }
+}
+
+fn too_large_message(op: Op, path: &std::path::Path, offset: u64, len: u64, max: u64) -> String {
+    if len == 0 {
+        format!("cannot {op} {}: size {offset} exceeds the largest file size {max}", path.display())
+    } else {
+        format!(
+            "cannot {op} {}: offset {offset} plus length {len} exceeds the largest file offset {max}",
+            path.display()
+        )
     }
 }
 

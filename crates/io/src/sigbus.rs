@@ -73,7 +73,7 @@ impl FaultSlot {
             slot.taken
                 .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
-                .then_some(FaultSlot { index })
+                .then(|| FaultSlot { index })
         })
     }
 

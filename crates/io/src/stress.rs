@@ -110,7 +110,7 @@ pub fn run(config: &StressConfig) -> Result<StressReport> {
     if !config.method.is_mapped() {
         return Err(invalid("the method must be mmap or pmem"));
     }
-    if config.workers == 0 || config.block_bytes < 64 || config.block_bytes % 64 != 0 {
+    if config.workers == 0 || config.block_bytes < 64 || !config.block_bytes.is_multiple_of(64) {
         return Err(invalid("need at least one worker and a block size that is a multiple of 64"));
     }
     if config.stable_blocks == 0 || config.stable_blocks >= config.max_blocks {

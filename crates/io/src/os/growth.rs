@@ -43,7 +43,13 @@ pub(crate) fn grow(
     match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), current, extra) {
         Ok(()) => return Ok(GrowthCall::Fallocate),
         Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {}
-        Err(errno) => return Err(Error::from_rustix(Op::Allocate, path, errno)),
+        Err(errno) => {
+            // A failed fallocate may have allocated (and, without KEEP_SIZE, exposed) part of
+            // the range, on ext4 up to a full disk: cut it back so a failed growth changes
+            // nothing.
+            undo_growth(fd, current, stats);
+            return Err(Error::from_rustix(Op::Allocate, path, errno));
+        }
     }
 
     IoStats::bump(&stats.resize_syscalls);
@@ -57,10 +63,20 @@ pub(crate) fn grow(
     match rc {
         0 => return Ok(GrowthCall::PosixFallocate),
         libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS => {}
-        errno => return Err(Error::from_errno(Op::Allocate, path, errno)),
+        errno => {
+            undo_growth(fd, current, stats);
+            return Err(Error::from_errno(Op::Allocate, path, errno));
+        }
     }
 
     extend_size(fd, path, target, stats)
+}
+
+/// Best effort: the growth already failed, and the error reported is that failure.
+fn undo_growth(fd: &OwnedFd, current: u64, stats: &IoStats) {
+    IoStats::bump(&stats.resize_syscalls);
+    IoStats::bump(&stats.ftruncate_calls);
+    let _ = rustix::fs::ftruncate(fd, current);
 }
 
 fn extend_size(fd: &OwnedFd, path: &Path, target: u64, stats: &IoStats) -> Result<GrowthCall> {

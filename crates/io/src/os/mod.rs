@@ -212,7 +212,12 @@ pub(crate) fn remove_file(path: &Path) -> Result<()> {
 }
 
 pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
-    rustix::fs::rename(from, to).map_err(|e| Error::from_rustix(Op::Rename, from, e))
+    rustix::fs::rename(from, to).map_err(|e| {
+        if e == rustix::io::Errno::NOENT && from.exists() {
+            return Error::from_rustix(Op::Rename, to, e);
+        }
+        Error::from_rustix(Op::Rename, from, e)
+    })
 }
 
 pub(crate) fn sync_dir(path: &Path) -> Result<()> {

@@ -191,6 +191,7 @@ impl SyscallFile {
     /// A pwrite of 8 bytes: not atomic against a crash on a block device (the crash model
     /// assumes nothing is), but a single call that no concurrent reader sees half-done.
     pub(crate) fn store_u64(&self, offset: u64, value: u64) -> Result<()> {
+        self.check_writable(Op::StoreU64)?;
         checked_u64_slot(Op::StoreU64, &self.path, offset)?;
         if self.direct.is_some() {
             self.check_direct(Op::StoreU64, 0, offset, 8)?;

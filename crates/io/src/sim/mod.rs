@@ -404,7 +404,7 @@ impl SimFs {
             return Err(os_error(Op::Rename, from, libc::EISDIR));
         }
         if !ns.has_parent(to) {
-            return Err(parent_error(ns, Op::Rename, from));
+            return Err(parent_error(ns, Op::Rename, to));
         }
         if from == to {
             // POSIX: renaming a file onto itself does nothing.
@@ -787,8 +787,8 @@ impl SimFile {
 
     pub(crate) fn store_u64(&self, offset: u64, value: u64) -> Result<()> {
         let mut state = self.begin(Op::StoreU64)?;
-        let end = checked_u64_slot(Op::StoreU64, &self.path, offset)?;
         self.check_writable(Op::StoreU64)?;
+        let end = checked_u64_slot(Op::StoreU64, &self.path, offset)?;
         // The OS backend checks a direct store as an 8-byte transfer, which O_DIRECT refuses.
         self.check_direct(Op::StoreU64, 0, offset, 8)?;
         self.write_locked(&mut state, &value.to_le_bytes(), offset, end);

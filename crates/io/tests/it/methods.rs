@@ -190,42 +190,15 @@ fn truncate_growth_makes_one_ftruncate_per_chunk_and_no_allocation() {
     }
 }
 
-/// Mounts a file system of the given type on a temporary directory, if this process may (CI and
-/// development machines run as root); unmounts on drop.
-pub(crate) struct Mount {
-    pub(crate) dir: tempfile::TempDir,
-}
-
-impl Mount {
-    pub(crate) fn new(fs_type: &str, options: &str) -> Option<Mount> {
-        let dir = tempfile::tempdir().ok()?;
-        let status = std::process::Command::new("mount")
-            .args(["-t", fs_type, "-o", options, "none"])
-            .arg(dir.path())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .ok()?;
-        if status.success() {
-            Some(Mount { dir })
-        } else {
-            eprintln!("note: cannot mount {fs_type} here (not root?); skipping this check");
-            None
-        }
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
 #[test]
 fn growth_falls_back_to_posix_fallocate_where_fallocate_is_unsupported() {
     // ramfs has no fallocate: the first attempt fails with EOPNOTSUPP, and glibc's
     // posix_fallocate then grows the file by writing.
-    let Some(mount) = Mount::new("ramfs", "size=16m") else { return };
-    let path = mount.dir.path().join("grow.dat");
+    let mount = match crate::bad_input::Mounted::new("ramfs", "size=16m") {
+        Ok(mount) => mount,
+        Err(reason) => return crate::bad_input::skip("the posix_fallocate fallback", &reason),
+    };
+    let path = mount.point.join("grow.dat");
     let file = open(&path, AccessMethod::Syscall, 64 << 10);
     file.write_at(&pattern(1000, 4), 0).expect("write");
     let stats = file.stats();

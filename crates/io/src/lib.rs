@@ -99,6 +99,20 @@ pub(crate) fn checked_end(op: Op, path: &std::path::Path, offset: u64, len: u64)
     }
 }
 
+/// Checks a file size given to `set_len` or `reserve`.
+pub(crate) fn checked_size(op: Op, path: &std::path::Path, size: u64) -> Result<()> {
+    if size > MAX_FILE_END {
+        return Err(Error::OffsetTooLarge {
+            op,
+            path: path.to_path_buf(),
+            offset: size,
+            len: 0,
+            max: MAX_FILE_END,
+        });
+    }
+    Ok(())
+}
+
 /// Rounds `end` up to the growth chunk, saturating at `MAX_FILE_END`.
 pub(crate) fn chunk_target(end: u64, chunk_bytes: u64) -> u64 {
     debug_assert!(chunk_bytes > 0);

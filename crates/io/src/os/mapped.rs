@@ -34,8 +34,8 @@ use crate::pmem::{self, FlushInstruction};
 use crate::remap_gate::{RemapGate, ResizeGuard};
 use crate::sigbus::FaultSlot;
 use crate::{
-    checked_end, checked_u64_slot, chunk_target, AccessMethod, Error, GrowthStrategy, IoStats, Op,
-    OpenOptions, PmemMode, PmemModeRequest, Result, MAX_FILE_END,
+    checked_end, checked_size, checked_u64_slot, chunk_target, AccessMethod, Error, GrowthStrategy,
+    IoStats, Op, OpenOptions, PmemMode, PmemModeRequest, Result,
 };
 
 #[derive(Debug)]
@@ -317,15 +317,7 @@ impl MappedFile {
 
     pub(crate) fn set_len(&self, len: u64) -> Result<()> {
         self.check_writable(Op::SetLen)?;
-        if len > MAX_FILE_END {
-            return Err(Error::OffsetTooLarge {
-                op: Op::SetLen,
-                path: self.path.clone(),
-                offset: len,
-                len: 0,
-                max: MAX_FILE_END,
-            });
-        }
+        checked_size(Op::SetLen, &self.path, len)?;
         let guard = self.gate.begin_resize();
         growth::truncate(&self.fd, &self.path, len, &self.stats)?;
         self.size.store(len, Ordering::Release);
@@ -334,15 +326,7 @@ impl MappedFile {
 
     pub(crate) fn reserve(&self, len: u64) -> Result<()> {
         self.check_writable(Op::Allocate)?;
-        if len > MAX_FILE_END {
-            return Err(Error::OffsetTooLarge {
-                op: Op::Allocate,
-                path: self.path.clone(),
-                offset: len,
-                len: 0,
-                max: MAX_FILE_END,
-            });
-        }
+        checked_size(Op::Allocate, &self.path, len)?;
         if len > self.size.load(Ordering::Acquire) {
             self.grow_to(len)?;
         }

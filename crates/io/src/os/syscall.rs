@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use super::{fdatasync, fsinfo, fstat_len, fsync, growth, pread_exact, pwrite_all};
 use crate::{
-    checked_end, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error, GrowthStrategy,
-    IoStats, Op, OpenOptions, Result, MAX_FILE_END,
+    checked_end, checked_size, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error,
+    GrowthStrategy, IoStats, Op, OpenOptions, Result,
 };
 
 /// O_DIRECT alignment where the file system does not report one.
@@ -140,15 +140,7 @@ impl SyscallFile {
 
     pub(crate) fn set_len(&self, len: u64) -> Result<()> {
         self.check_writable(Op::SetLen)?;
-        if len > MAX_FILE_END {
-            return Err(Error::OffsetTooLarge {
-                op: Op::SetLen,
-                path: self.path.clone(),
-                offset: len,
-                len: 0,
-                max: MAX_FILE_END,
-            });
-        }
+        checked_size(Op::SetLen, &self.path, len)?;
         let _growth = self.growth_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         growth::truncate(&self.fd, &self.path, len, &self.stats)?;
         self.size.store(len, Ordering::Release);
@@ -157,15 +149,7 @@ impl SyscallFile {
 
     pub(crate) fn reserve(&self, len: u64) -> Result<()> {
         self.check_writable(Op::Allocate)?;
-        if len > MAX_FILE_END {
-            return Err(Error::OffsetTooLarge {
-                op: Op::Allocate,
-                path: self.path.clone(),
-                offset: len,
-                len: 0,
-                max: MAX_FILE_END,
-            });
-        }
+        checked_size(Op::Allocate, &self.path, len)?;
         if len > self.size.load(Ordering::Acquire) {
             self.grow_to(len)?;
         }

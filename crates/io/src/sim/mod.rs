@@ -38,8 +38,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::pmem::{CACHE_LINE_BYTES, NT_THRESHOLD_BYTES};
 use crate::{
-    checked_end, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error, FaultErrno,
-    GrowthStrategy, IoStats, Op, OpenOptions, PmemMode, Result, MAX_FILE_END,
+    checked_end, checked_size, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error,
+    FaultErrno, GrowthStrategy, IoStats, Op, OpenOptions, PmemMode, Result,
 };
 use replay::Replay;
 use state::{os_error, Bytes, DataOp, Image, InodeId, LogOp, NsOp, State};
@@ -689,15 +689,7 @@ impl SimFile {
     pub(crate) fn set_len(&self, len: u64) -> Result<()> {
         let mut state = self.begin(Op::SetLen)?;
         self.check_writable(Op::SetLen)?;
-        if len > MAX_FILE_END {
-            return Err(Error::OffsetTooLarge {
-                op: Op::SetLen,
-                path: self.path.to_path_buf(),
-                offset: len,
-                len: 0,
-                max: MAX_FILE_END,
-            });
-        }
+        checked_size(Op::SetLen, &self.path, len)?;
         // CRASH: a shrink cuts pending writes for good; the size itself is pending until a
         // sync (or a non-pmem persist).
         state.record(self.data_op(DataOp::SetLen { len, grow: false }));
@@ -709,15 +701,7 @@ impl SimFile {
     pub(crate) fn reserve(&self, len: u64) -> Result<()> {
         let mut state = self.begin(Op::Allocate)?;
         self.check_writable(Op::Allocate)?;
-        if len > MAX_FILE_END {
-            return Err(Error::OffsetTooLarge {
-                op: Op::Allocate,
-                path: self.path.to_path_buf(),
-                offset: len,
-                len: 0,
-                max: MAX_FILE_END,
-            });
-        }
+        checked_size(Op::Allocate, &self.path, len)?;
         if len > state.live.contents(self.inode).len() {
             let target = chunk_target(len, self.chunk_bytes);
             state.record(self.data_op(DataOp::SetLen { len: target, grow: true }));

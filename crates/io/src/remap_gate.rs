@@ -100,13 +100,13 @@ impl RemapGate {
     }
 
     /// True while a resize runs (for assertions).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn is_resizing(&self) -> bool {
         self.resizing.load(Ordering::Acquire)
     }
 
     /// Users inside the mapping now (for assertions).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn users(&self) -> usize {
         self.use_count.load(Ordering::SeqCst)
     }
@@ -150,6 +150,7 @@ fn loom_seqcst_fence() {
 /// Spin, then yield: resizes are rare and user copies short, so waits are brief.
 #[derive(Default)]
 struct Backoff {
+    #[cfg_attr(loom, allow(dead_code))]
     step: u32,
 }
 

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use tierkv_bench::device::{self, CacheState, DeviceConfig, IoOp, Pattern};
 use tierkv_io::stress::{self, StressConfig, StressReport};
 use tierkv_io::{pmem, AccessMethod, OpenOptions, Storage};
 
@@ -55,6 +56,74 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Measurement tools.
+    Bench {
+        #[command(subcommand)]
+        bench: Bench,
+    },
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// The device lab: bandwidth, latency and CPU by access method, op, pattern, transfer
+    /// size, threads and page-cache state (seeds 000 and 004), optionally beside fio.
+    Device(DeviceArgs),
+}
+
+#[derive(Args)]
+struct DeviceArgs {
+    /// The measurement file, or a directory to create `tierkv-device.dat` in.
+    #[arg(long)]
+    path: PathBuf,
+    /// Access methods (comma-separated): syscall, direct, mmap, pmem.
+    #[arg(long, value_delimiter = ',', default_value = "syscall,direct,mmap,pmem")]
+    methods: Vec<AccessMethod>,
+    /// Operations: read, write.
+    #[arg(long, value_delimiter = ',', default_value = "read,write")]
+    ops: Vec<IoOp>,
+    /// Patterns: seq, rand.
+    #[arg(long, value_delimiter = ',', default_value = "seq,rand")]
+    patterns: Vec<Pattern>,
+    /// Page-cache states: warm, cold (direct always bypasses the cache).
+    #[arg(long, value_delimiter = ',', default_value = "warm,cold")]
+    cache: Vec<CacheState>,
+    /// Transfer sizes (128, 4k, 1m, ...); default 128 B to 16 MiB in powers of two.
+    #[arg(long, value_delimiter = ',', value_parser = device::parse_bytes)]
+    sizes: Vec<u64>,
+    /// Thread counts; default 1, 2, 4, ... up to the number of cores.
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Size of the measurement file.
+    #[arg(long, default_value = "1g", value_parser = device::parse_bytes)]
+    file_size: u64,
+    /// Seconds per point.
+    #[arg(long, default_value_t = 1.0)]
+    duration: f64,
+    /// Run fio on every point it can run too (psync, libaio with O_DIRECT, mmap), alternately
+    /// with tierkv, and print both figures and their ratio.
+    #[arg(long)]
+    compare_fio: bool,
+    /// Alternating repeats per fio comparison; medians are compared.
+    #[arg(long, default_value_t = 3)]
+    fio_repeats: usize,
+    /// Seed of the random offsets.
+    #[arg(long, default_value_t = device::DEFAULT_SEED)]
+    seed: u64,
+    /// Write the report as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write one CSV row per point.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write SVG plots into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Keep the measurement file (removed by default if this run created it).
+    #[arg(long)]
+    keep_file: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 fn main() -> ExitCode {
@@ -70,6 +139,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Info { path } => info(&path).map(|()| ExitCode::SUCCESS),
+        Command::Bench { bench: Bench::Device(args) } => bench_device(args),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
                 return Err(format!("--seconds must be a positive number, got {seconds}"));
@@ -100,6 +170,70 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(if report.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {
+    let mut config = DeviceConfig::new(&args.path);
+    config.methods = args.methods;
+    config.ops = args.ops;
+    config.patterns = args.patterns;
+    config.caches = args.cache;
+    if !args.sizes.is_empty() {
+        config.transfer_sizes = args.sizes;
+    }
+    if !args.threads.is_empty() {
+        config.threads = args.threads;
+    }
+    config.file_bytes = args.file_size;
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        return Err(format!("--duration must be a positive number, got {}", args.duration));
+    }
+    config.duration = Duration::from_secs_f64(args.duration);
+    config.compare_fio = args.compare_fio;
+    config.fio_repeats = args.fio_repeats;
+    config.seed = args.seed;
+    config.keep_file = args.keep_file;
+    config.progress = !args.quiet;
+    config.command = std::env::args().collect::<Vec<_>>().join(" ");
+    let report = device::run(&config).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    println!(
+        "machine: {}, {} cores, {:.1} GiB, kernel {}, flush {}",
+        report.machine.cpu_model,
+        report.machine.cores,
+        report.machine.memory_bytes as f64 / (1u64 << 30) as f64,
+        report.machine.kernel,
+        report.machine.flush
+    );
+    println!(
+        "file: {} ({} bytes on {}, DAX {}), pmem mode {} ({})",
+        report.file.path,
+        report.file.size_bytes,
+        report.file.fs_type,
+        yes_no(report.file.dax),
+        report.file.pmem_mode.name(),
+        report.file.pmem_mode.describe()
+    );
+    device::output::print_table(&report, &mut out).map_err(|e| e.to_string())?;
+    if !report.fio.is_empty() {
+        device::output::print_fio_table(&report, &mut out).map_err(|e| e.to_string())?;
+    }
+    for (spec, reason) in &report.skipped {
+        println!("skipped {spec}: {reason}");
+    }
+    if let Some(path) = &args.json {
+        device::write_json(&report, path).map_err(|e| e.to_string())?;
+    }
+    if let Some(path) = &args.csv {
+        device::output::write_csv(&report, path).map_err(|e| e.to_string())?;
+    }
+    if let Some(dir) = &args.plot {
+        let plots = device::plot::write_plots(&report, dir).map_err(|e| e.to_string())?;
+        for plot in plots {
+            println!("plot: {}", plot.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn info(path: &std::path::Path) -> Result<(), String> {

@@ -57,6 +57,7 @@
 mod aligned;
 mod error;
 mod file;
+pub mod machine;
 mod options;
 mod os;
 pub mod pmem;

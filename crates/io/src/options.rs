@@ -17,7 +17,9 @@ pub const DEFAULT_CHUNK_BYTES: u64 = 64 << 20;
 pub const DEFAULT_FILE_MODE: u32 = 0o600;
 
 /// How a file's bytes are moved. Chosen at open; fixed for the life of the handle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AccessMethod {
     /// `pread`/`pwrite` through the page cache.
@@ -70,7 +72,9 @@ impl FromStr for AccessMethod {
 }
 
 /// How `persist` makes bytes durable on a `pmem` file. Query it with `File::pmem_mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PmemMode {
     /// The file is on a DAX file system and mapped with `MAP_SHARED_VALIDATE | MAP_SYNC`:

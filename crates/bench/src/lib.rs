@@ -1,0 +1,14 @@
+//! `tierkv-bench`: the measurement tools of tierkv.
+//!
+//! - `device`: the device lab (`tierkv bench device`): raw bandwidth and latency by access
+//!   method, operation, pattern, transfer size, threads and page-cache state, through the same
+//!   `tierkv-io` code paths the engine uses, with an optional side-by-side run of fio.
+//!
+//! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
+//! benchmark also runs as a test with tiny parameters, so it cannot rot.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
+pub mod device;

@@ -1,0 +1,199 @@
+//! What measurement tools need to know about the machine and the process, kept here because
+//! only this crate makes system calls: the CPU and its persistence features, cores, memory and
+//! kernel; the process's CPU time; and evicting a file from the page cache, with a check of how
+//! much of it is still resident.
+//!
+//! Eviction tries `posix_fadvise(DONTNEED)` first (it touches only this file). If pages are
+//! still resident afterwards and `/proc/sys/vm/drop_caches` is writable (root), it drops every
+//! clean page of the machine. The report says which was used and what stayed resident, so a
+//! "cold" measurement is never claimed without the check behind it.
+
+use std::path::Path;
+
+use crate::pmem::{self, FlushInstruction};
+use crate::{Error, File, Op, Result};
+
+/// The machine a measurement ran on.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct MachineInfo {
+    /// CPU model name from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Cores available to this process.
+    pub cores: usize,
+    /// Physical memory in bytes (MemTotal).
+    pub memory_bytes: u64,
+    /// Kernel release (uname -r).
+    pub kernel: String,
+    /// The flush instruction `persist` uses.
+    pub flush: FlushInstruction,
+    /// CPUID reports clwb.
+    pub clwb: bool,
+    /// CPUID reports clflushopt.
+    pub clflushopt: bool,
+    /// CPUID reports clflush.
+    pub clflush: bool,
+    /// CPUID reports AVX-512F (used for 64-byte non-temporal stores).
+    pub avx512f: bool,
+}
+
+/// Describes this machine.
+pub fn machine_info() -> MachineInfo {
+    let cpu = pmem::cpu();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name").and_then(|rest| rest.split(':').nth(1)))
+        .map_or_else(|| "unknown".to_string(), |model| model.trim().to_string());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory_bytes = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024);
+    MachineInfo {
+        cpu_model,
+        cores: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        memory_bytes,
+        kernel: rustix::system::uname().release().to_string_lossy().into_owned(),
+        flush: cpu.flush,
+        clwb: cpu.has_clwb,
+        clflushopt: cpu.has_clflushopt,
+        clflush: cpu.has_clflush,
+        avx512f: cpu.avx512f,
+    }
+}
+
+/// CPU time this process has used so far (all threads, user and system), in seconds.
+pub fn process_cpu_seconds() -> f64 {
+    let time = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    time.tv_sec as f64 + time.tv_nsec as f64 * 1e-9
+}
+
+/// How a file was evicted from the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvictionMethod {
+    /// `posix_fadvise(POSIX_FADV_DONTNEED)` on the file.
+    Fadvise,
+    /// `posix_fadvise` left pages resident, so `echo 1 > /proc/sys/vm/drop_caches` followed.
+    DropCaches,
+    /// The file lives on a memory file system (tmpfs): its pages are the file, there is no
+    /// colder state to reach.
+    NotApplicable,
+}
+
+/// What an eviction did and achieved.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EvictionReport {
+    /// The method that was used last.
+    pub method: EvictionMethod,
+    /// Fraction of the file's pages resident before eviction (0..=1).
+    pub resident_before: f64,
+    /// Fraction still resident afterwards (0..=1).
+    pub resident_after: f64,
+}
+
+/// Syncs `file`, then evicts it from the page cache (see the module notes).
+pub fn evict_file(file: &File) -> Result<EvictionReport> {
+    let path = file.path().to_path_buf();
+    let before = resident_fraction(&path)?;
+    if crate::file_system_info(&path)?.is_memory {
+        return Ok(EvictionReport {
+            method: EvictionMethod::NotApplicable,
+            resident_before: before,
+            resident_after: before,
+        });
+    }
+    file.sync_data()?;
+    file.advise_dontneed()?;
+    let after = resident_fraction(&path)?;
+    if after <= 0.01 {
+        return Ok(EvictionReport {
+            method: EvictionMethod::Fadvise,
+            resident_before: before,
+            resident_after: after,
+        });
+    }
+    match std::fs::write("/proc/sys/vm/drop_caches", "1\n") {
+        Ok(()) => Ok(EvictionReport {
+            method: EvictionMethod::DropCaches,
+            resident_before: before,
+            resident_after: resident_fraction(&path)?,
+        }),
+        // Not permitted: report the fadvise result honestly rather than fail the run.
+        Err(_) => Ok(EvictionReport {
+            method: EvictionMethod::Fadvise,
+            resident_before: before,
+            resident_after: after,
+        }),
+    }
+}
+
+/// Fraction of the pages of the file at `path` that are in the page cache, by `mincore` on a
+/// fresh read-only mapping (which does not itself fault pages in).
+pub fn resident_fraction(path: &Path) -> Result<f64> {
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| Error::from_rustix(Op::Stat, path, e))?;
+    let len = crate::os::fstat_len(&fd, path)?;
+    let Ok(len) = usize::try_from(len) else {
+        return Err(Error::FileTooLarge { op: Op::Map, path: path.to_path_buf() });
+    };
+    if len == 0 {
+        return Ok(0.0);
+    }
+    // SAFETY: a fresh read-only mapping that is never dereferenced, only passed to mincore.
+    let base = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            rustix::mm::ProtFlags::READ,
+            rustix::mm::MapFlags::SHARED,
+            &fd,
+            0,
+        )
+    }
+    .map_err(|e| Error::from_rustix(Op::Map, path, e))?;
+    let page_bytes = rustix::param::page_size();
+    let pages = len.div_ceil(page_bytes);
+    let mut residency = vec![0u8; pages];
+    // SAFETY: base/len is the mapping just made; residency holds one byte per page.
+    let rc = unsafe { libc::mincore(base, len, residency.as_mut_ptr()) };
+    let errno = std::io::Error::last_os_error();
+    // SAFETY: unmapping the mapping made above.
+    let _ = unsafe { rustix::mm::munmap(base, len) };
+    if rc != 0 {
+        return Err(Error::from_std(Op::Stat, path, errno));
+    }
+    let resident = residency.iter().filter(|&&page| page & 1 != 0).count();
+    Ok(resident as f64 / pages as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_info_names_the_cpu_cores_memory_and_kernel() {
+        let info = machine_info();
+        assert!(info.cores >= 1);
+        assert!(info.memory_bytes > 0, "{info:?}");
+        assert!(!info.kernel.is_empty());
+        assert_eq!(info.flush, pmem::cpu().flush);
+    }
+
+    #[test]
+    fn cpu_time_advances_with_work() {
+        let start = process_cpu_seconds();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(process_cpu_seconds() > start);
+    }
+}

@@ -67,7 +67,7 @@ enum Command {
 enum Bench {
     /// The device lab: bandwidth, latency and CPU by access method, op, pattern, transfer
     /// size, threads and page-cache state (seeds 000 and 004), optionally beside fio.
-    Device(DeviceArgs),
+    Device(Box<DeviceArgs>),
 }
 
 #[derive(Args)]
@@ -139,7 +139,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Info { path } => info(&path).map(|()| ExitCode::SUCCESS),
-        Command::Bench { bench: Bench::Device(args) } => bench_device(args),
+        Command::Bench { bench: Bench::Device(args) } => bench_device(*args),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
                 return Err(format!("--seconds must be a positive number, got {seconds}"));

@@ -194,11 +194,22 @@ pub fn run(config: &DeviceConfig) -> Result<DeviceReport, BenchError> {
     };
     let target = Target::prepare(config)?;
     let points = config.points();
-    let comparisons: Vec<PointSpec> = if fio_available {
-        points.iter().copied().filter(|spec| fio::engine_for(spec).is_some()).collect()
-    } else {
-        Vec::new()
-    };
+    let mut comparisons = Vec::new();
+    let mut fio_skipped = Vec::new();
+    if fio_available {
+        for spec in &points {
+            match fio::unsupported_reason(spec) {
+                None if target.unit_bytes(spec) == spec.transfer_bytes => comparisons.push(*spec),
+                None => fio_skipped.push((
+                    *spec,
+                    "fio comparison: the file's O_DIRECT alignment \
+                    exceeds the transfer (tierkv reads or rewrites whole blocks)"
+                        .to_string(),
+                )),
+                Some(reason) => fio_skipped.push((*spec, format!("fio comparison: {reason}"))),
+            }
+        }
+    }
     let progress = progress_bar(config, points.len() + comparisons.len() * config.fio_repeats);
     let mut report = DeviceReport {
         command: config.command.clone(),
@@ -207,7 +218,7 @@ pub fn run(config: &DeviceConfig) -> Result<DeviceReport, BenchError> {
         duration_per_point_s: config.duration.as_secs_f64(),
         points: Vec::new(),
         fio: Vec::new(),
-        skipped: Vec::new(),
+        skipped: fio_skipped,
     };
     for spec in &points {
         progress.set_message(spec.to_string());

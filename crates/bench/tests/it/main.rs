@@ -1,0 +1,3 @@
+//! Integration tests of tierkv-bench: one binary, one module per benchmark.
+
+mod device;

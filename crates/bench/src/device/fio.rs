@@ -27,9 +27,10 @@
 //!    the file (fio lays a file out again, unlinking it first, only when a job reaches past
 //!    its end), `allow_file_create=0` makes a wrong path fail instead of creating a file, and
 //!    the size is checked after every fio run.
-//! 2. Repeats alternate tierkv then fio, each after the same cache preparation (for `direct`
-//!    also with the file's dirty pages written back, see `settle_for_direct`), and medians are
-//!    compared: the machines are shared and noisy, and drift hits both tools alike.
+//! 2. Repeats alternate the order (tierkv then fio, then fio then tierkv, and so on), each
+//!    run after the same cache preparation (for `direct` also with the file's dirty pages
+//!    written back, see `settle_for_direct`), and medians are compared: the machines are
+//!    shared and noisy, drift hits both tools alike, and neither tool always runs second.
 //! 3. Only fio's stdout is parsed (its warnings go to stderr); a failure carries the command
 //!    line and fio's stderr.
 //!
@@ -312,12 +313,20 @@ pub fn compare(
     let args = job_args(spec, target.path(), region, config.duration)?;
     let mut ours_bytes_per_s = Vec::with_capacity(config.fio_repeats);
     let mut fio_bytes_per_s = Vec::with_capacity(config.fio_repeats);
-    for _ in 0..config.fio_repeats {
+    for repeat in 0..config.fio_repeats {
+        // The order alternates (tierkv then fio, fio then tierkv, ...), so that neither tool
+        // always runs second, after the other has warmed or dirtied a host-cached disk.
         // run_point prepares the cache itself (for `direct`: dirty pages written back and
-        // dropped); fio gets the same preparation below.
-        ours_bytes_per_s.push(target.run_point(spec, config.duration)?.bytes_per_s);
-        target.prepare_cache(spec)?;
-        fio_bytes_per_s.push(run_fio(&args, spec.op)?);
+        // dropped); fio gets the same preparation before it runs.
+        if repeat % 2 == 0 {
+            ours_bytes_per_s.push(target.run_point(spec, config.duration)?.bytes_per_s);
+            target.prepare_cache(spec)?;
+            fio_bytes_per_s.push(run_fio(&args, spec.op)?);
+        } else {
+            target.prepare_cache(spec)?;
+            fio_bytes_per_s.push(run_fio(&args, spec.op)?);
+            ours_bytes_per_s.push(target.run_point(spec, config.duration)?.bytes_per_s);
+        }
         let size = file_size(target.path())?;
         if size != target.file_bytes() {
             return Err(BenchError::Fio(format!(

@@ -73,19 +73,30 @@ pub struct FaultPlan {
     pub persistent: bool,
     /// The error.
     pub errno: FaultErrno,
+    /// Only calls doing this op can fail (all calls are still counted); `None`: any call.
+    pub only: Option<Op>,
 }
 
 impl FaultPlan {
     /// Fails call `call` only; earlier and later calls succeed.
     pub fn once(call: u64, errno: FaultErrno) -> FaultPlan {
         assert!(call >= 1, "simulated call numbers start at 1");
-        FaultPlan { call, persistent: false, errno }
+        FaultPlan { call, persistent: false, errno, only: None }
     }
 
     /// Fails call `call` and every call after it (a device that died).
     pub fn from_call(call: u64, errno: FaultErrno) -> FaultPlan {
         assert!(call >= 1, "simulated call numbers start at 1");
-        FaultPlan { call, persistent: true, errno }
+        FaultPlan { call, persistent: true, errno, only: None }
+    }
+
+    /// Restricts the plan to calls doing `op` (every call is still counted): with `once`, the
+    /// first such call at or after `call` fails; with `from_call`, every such call from `call`
+    /// on fails (for example, `Op::Allocate` for a file system that has run out of space for
+    /// growth while writes into allocated blocks still work).
+    pub fn only(mut self, op: Op) -> FaultPlan {
+        self.only = Some(op);
+        self
     }
 }
 

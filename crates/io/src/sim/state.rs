@@ -303,8 +303,15 @@ impl State {
         self.calls += 1;
         let call = self.calls;
         let Some(plan) = self.fault else { return Ok(()) };
-        let hit = call == plan.call || (plan.persistent && call > plan.call);
+        let hit = match plan.only {
+            None => call == plan.call || (plan.persistent && call > plan.call),
+            Some(only) => only == op && call >= plan.call,
+        };
         if hit {
+            if plan.only.is_some() && !plan.persistent {
+                // `once` restricted to an op: the first such call at or after `call` fails.
+                self.fault = None;
+            }
             return Err(Error::Injected { op, path: path.to_path_buf(), errno: plan.errno, call });
         }
         Ok(())

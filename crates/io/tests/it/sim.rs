@@ -854,6 +854,29 @@ fn a_persistent_fault_fails_every_later_call() {
 }
 
 #[test]
+fn a_fault_restricted_to_one_op_skips_other_calls() {
+    let (fs, storage) = fs_with_db();
+    let file = storage.open("/db/a", &create(AccessMethod::Syscall)).unwrap();
+    let start = fs.calls();
+    // `once` + `only`: the first sync at or after the call number fails, and only that one.
+    fs.set_fault(Some(FaultPlan::once(start + 1, FaultErrno::Eio).only(Op::Sync)));
+    file.write_at(b"ab", 0).unwrap();
+    let (op, _, call) = injected(file.sync_data());
+    assert_eq!((op, call), (Op::Sync, start + 2));
+    file.sync_data().unwrap();
+    file.write_at(b"cd", 2).unwrap();
+    // `from_call` + `only`: every growth fails from then on; writes inside the file work.
+    fs.set_fault(Some(FaultPlan::from_call(fs.calls() + 1, FaultErrno::Enospc).only(Op::Allocate)));
+    file.write_at(b"ef", 0).unwrap();
+    for _ in 0..3 {
+        let (op, errno, _) = injected(file.reserve(file.len() + 1));
+        assert_eq!((op, errno), (Op::Allocate, FaultErrno::Enospc));
+    }
+    file.sync_data().unwrap();
+    assert_eq!(&fs.read_file("/db/a").unwrap()[..4], b"efcd");
+}
+
+#[test]
 fn enospc_and_eio_are_reported_as_such() {
     let (fs, storage) = fs_with_db();
     let file = storage.open("/db/a", &create(AccessMethod::Syscall)).unwrap();

@@ -1,0 +1,686 @@
+//! The log: reserving, copying, group commit, the pmem commit chain, rotation and truncation.
+//!
+//! An append takes the state lock only to reserve its LSN and offset (`reserve`), encodes and
+//! copies its record with no lock held, and then finishes by backend:
+//!
+//! - **file, group commit.** The appender marks its LSN written; `written` is the highest LSN
+//!   below which every record is written. A `Sync` appender waits until `durable` covers its
+//!   LSN. If no sync round is running and `written` covers its LSN, it leads one: it takes
+//!   `target = written`, sets `syncing`, releases the lock, fdatasyncs every segment that may
+//!   hold unsynced records up to `target` (sealed ones first, then the active one), retakes
+//!   the lock, sets `durable = target` and wakes the waiters. Appenders arriving during the
+//!   round reserve and copy freely; the next leader syncs all of them with one fdatasync.
+//!   The background flusher runs the same round for `Buffered` records every
+//!   `flush_interval`.
+//! - **pmem, FLEX.** The appender persists its record (flush each line, fence), waits until
+//!   the record before it is committed (`committed == lsn - 1`, a spin on an atomic), stores
+//!   the segment's commit word (the end of its record) with one 8-byte store, persists it,
+//!   and publishes `committed = lsn`. No system call: the segment is already allocated,
+//!   mapped and zeroed.
+//!
+//! Segments are prepared by a background thread (`segment.rs`) before they are needed; a
+//! rotation installs the prepared one under the lock and asks for the next.
+//!
+//! Invariants:
+//! 1. LSNs are reserved in offset order within a segment, and segments in number order, so
+//!    LSN order is log order and recovery can follow the chain.
+//! 2. `durable <= written <= next_lsn - 1` (file), and `durable` only grows. A `Sync` append
+//!    returns Ok only after a completed fdatasync of every file holding records up to its LSN.
+//! 3. The pmem commit word of a segment passes a record only after that record and every
+//!    earlier one (in any segment) is persisted and committed.
+//! 4. No lock is held across an fdatasync, a persist or a copy.
+//! 5. After a failed write, sync or persist, `poison` is set and never cleared: records after
+//!    the failure could follow a hole, so nothing more may be acknowledged.
+//!
+//! Must never: acknowledge a `Sync` append before its fdatasync or commit word is durable;
+//! block appenders from copying while a sync runs.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+
+use tierkv_io::Storage;
+
+use crate::format::{self, Backend, MAX_PAYLOAD_BYTES, RECORDS_START};
+use crate::recovery::{self, Record, RecoveryReport};
+use crate::segment::Segment;
+use crate::stats::Counters;
+use crate::{Durability, Lsn, RecordType, WalError, WalOptions, WalStats};
+
+/// Spins on the pmem commit chain before yielding the CPU.
+const COMMIT_SPINS_BEFORE_YIELD: u32 = 1 << 12;
+
+/// Encode buffers larger than this are not kept between appends.
+const KEPT_BUFFER_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static ENCODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// An open log, recovered and ready for appends. `Send + Sync`: share it with an `Arc`.
+pub struct Wal {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// What `Wal::open` returns: the log, and what recovery found.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The log, positioned after the last recovered record.
+    pub wal: Wal,
+    /// What recovery kept and discarded.
+    pub report: RecoveryReport,
+}
+
+struct Shared {
+    storage: Storage,
+    dir: PathBuf,
+    options: WalOptions,
+    state: Mutex<State>,
+    /// Wakes appenders waiting for `written`, `durable`, a sync round or a rotation.
+    progress: Condvar,
+    /// Wakes the background threads.
+    work: Condvar,
+    /// pmem: the last committed LSN (the commit chain).
+    committed: AtomicU64,
+    /// Mirrors `State::poison.is_some()` for the lock-free pmem path.
+    poisoned: AtomicBool,
+    counters: Counters,
+}
+
+struct LiveSegment {
+    segment: Arc<Segment>,
+    first_lsn: Option<Lsn>,
+    last_lsn: Option<Lsn>,
+}
+
+struct State {
+    next_lsn: Lsn,
+    /// Live segments, oldest first; the last one is active.
+    segments: Vec<LiveSegment>,
+    /// Where the next record goes in the active segment.
+    tail: u64,
+    /// file: every LSN up to this one is written.
+    written: Lsn,
+    /// file: LSNs above `written + 1` that are written already.
+    completed: BTreeSet<Lsn>,
+    /// file: every LSN up to this one is durable.
+    durable: Lsn,
+    /// file: the highest `Buffered` LSN, which the flusher must make durable.
+    buffered: Lsn,
+    /// file: a sync round is running.
+    syncing: bool,
+    /// file: sealed segments that may hold records not yet synced, with their last LSN.
+    unsynced_sealed: Vec<(Arc<Segment>, Lsn)>,
+    /// A prepared segment is being grown for an oversized record.
+    rotating: bool,
+    /// The next segment, ready to install.
+    prepared: Option<Segment>,
+    /// The preparer is at work.
+    preparing: bool,
+    /// Capacity the next preparation needs at least (0: nothing asked).
+    want_capacity: u64,
+    /// Why the last preparation failed, for the appender that needs it.
+    prepare_error: Option<WalError>,
+    /// Why the log refuses appends.
+    poison: Option<String>,
+    closed: bool,
+    /// Appenders blocked on `progress`.
+    waiters: usize,
+}
+
+impl State {
+    fn active(&self) -> &LiveSegment {
+        self.segments.last().expect("a log always has an active segment")
+    }
+}
+
+impl Wal {
+    /// Opens (creating if missing) the log in `dir`, recovering it first: every complete record
+    /// goes to `on_record` in LSN order, and the report says what was discarded after the
+    /// first torn or invalid one.
+    pub fn open(
+        storage: &Storage,
+        dir: impl AsRef<Path>,
+        options: WalOptions,
+        mut on_record: impl FnMut(Record<'_>),
+    ) -> Result<Recovered, WalError> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let recovered = recovery::recover(storage, &dir, &options, &mut on_record)?;
+        let counters = Counters::default();
+        let mut segments: Vec<LiveSegment> = Vec::with_capacity(recovered.segments.len() + 1);
+        let count = recovered.segments.len();
+        let firsts: Vec<Option<Lsn>> = recovered.segments.iter().map(|(_, first)| *first).collect();
+        for (index, (segment, first_lsn)) in recovered.segments.into_iter().enumerate() {
+            let last_lsn = if index + 1 == count {
+                first_lsn.map(|_| recovered.last_lsn)
+            } else {
+                firsts[index + 1].map(|next| Lsn(next.0 - 1))
+            };
+            // CRASH: records recovered from the page cache after a process crash may not be on
+            // the device yet; make them durable before anything is built on them.
+            match options.backend {
+                Backend::File => segment.file.sync_data()?,
+                Backend::Pmem => segment.file.persist(0, segment.capacity)?,
+            }
+            segments.push(LiveSegment { segment: Arc::new(segment), first_lsn, last_lsn });
+        }
+        let mut tail = recovered.tail;
+        if segments.is_empty() {
+            let segment = Segment::prepare(storage, &dir, &options, 1, options.segment_bytes)?;
+            Counters::add(&counters.segments_prepared, 1);
+            segments.push(LiveSegment {
+                segment: Arc::new(segment),
+                first_lsn: None,
+                last_lsn: None,
+            });
+            tail = RECORDS_START;
+        }
+        let last = recovered.last_lsn;
+        let state = State {
+            next_lsn: last.next(),
+            segments,
+            tail,
+            written: last,
+            completed: BTreeSet::new(),
+            durable: last,
+            buffered: last,
+            syncing: false,
+            unsynced_sealed: Vec::new(),
+            rotating: false,
+            prepared: None,
+            preparing: false,
+            want_capacity: options.segment_bytes,
+            prepare_error: None,
+            poison: None,
+            closed: false,
+            waiters: 0,
+        };
+        let shared = Arc::new(Shared {
+            storage: storage.clone(),
+            dir,
+            options,
+            state: Mutex::new(state),
+            progress: Condvar::new(),
+            work: Condvar::new(),
+            committed: AtomicU64::new(last.0),
+            poisoned: AtomicBool::new(false),
+            counters,
+        });
+        let mut threads = Vec::new();
+        let preparer = Arc::clone(&shared);
+        threads.push(spawn("tierkv-wal-prepare", move || preparer.prepare_loop())?);
+        if shared.options.backend == Backend::File {
+            let flusher = Arc::clone(&shared);
+            threads.push(spawn("tierkv-wal-flush", move || flusher.flush_loop())?);
+        }
+        Ok(Recovered { wal: Wal { shared, threads }, report: recovered.report })
+    }
+
+    /// Appends a record and returns its LSN once `durability` holds for it.
+    pub fn append(
+        &self,
+        kind: RecordType,
+        payload: &[u8],
+        durability: Durability,
+    ) -> Result<Lsn, WalError> {
+        if payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(WalError::RecordTooLarge { len: payload.len(), max: MAX_PAYLOAD_BYTES });
+        }
+        let shared = &*self.shared;
+        let size = format::record_bytes(payload.len());
+        let (lsn, segment, offset) = shared.reserve(size)?;
+        let written = ENCODE_BUFFER.with(|cell| {
+            let mut buffer = cell.borrow_mut();
+            format::encode_record(&mut buffer, lsn, kind, payload);
+            debug_assert_eq!(buffer.len() as u64, size);
+            let result = segment.file.write_at(&buffer, offset);
+            if buffer.capacity() > KEPT_BUFFER_BYTES {
+                *buffer = Vec::new();
+            }
+            result
+        });
+        Counters::add(&shared.counters.appends, 1);
+        Counters::add(&shared.counters.append_bytes, size);
+        match shared.options.backend {
+            Backend::File => shared.finish_file(lsn, written.map_err(WalError::from), durability),
+            Backend::Pmem => {
+                shared.finish_pmem(lsn, &segment, offset, size, written.map_err(WalError::from))
+            }
+        }
+    }
+
+    /// Makes every record appended before this call durable.
+    pub fn sync(&self) -> Result<(), WalError> {
+        let shared = &*self.shared;
+        match shared.options.backend {
+            Backend::File => {
+                let state = shared.lock();
+                let target = Lsn(state.next_lsn.0 - 1);
+                shared.wait_durable(state, target)
+            }
+            // Every pmem append is committed before it returns.
+            Backend::Pmem => shared.check_open(&shared.lock()),
+        }
+    }
+
+    /// Deletes the segments whose records all have LSNs below `lsn` (for example, once a
+    /// checkpoint has made them unneeded). The active segment, and the last segment holding a
+    /// record, are never deleted. Returns how many segments were deleted.
+    pub fn truncate_below(&self, lsn: Lsn) -> Result<usize, WalError> {
+        let shared = &*self.shared;
+        let victims: Vec<Arc<Segment>> = {
+            let mut state = shared.lock();
+            shared.check_open(&state)?;
+            let mut count = 0;
+            while count + 1 < state.segments.len()
+                && state.segments[count + 1].first_lsn.is_some_and(|first| first <= lsn)
+            {
+                count += 1;
+            }
+            let victims: Vec<_> = state.segments.drain(..count).map(|live| live.segment).collect();
+            state
+                .unsynced_sealed
+                .retain(|(segment, _)| !victims.iter().any(|v| Arc::ptr_eq(v, segment)));
+            victims
+        };
+        for segment in &victims {
+            // CRASH: oldest first, each made durable before the next, so the segments left
+            // always form the tail of the chain.
+            shared.storage.remove_file(&segment.path)?;
+            shared.storage.sync_dir(&shared.dir)?;
+            Counters::add(&shared.counters.segments_removed, 1);
+        }
+        Ok(victims.len())
+    }
+
+    /// Syncs what was written and stops the background threads.
+    pub fn close(mut self) -> Result<(), WalError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), WalError> {
+        if self.threads.is_empty() {
+            return Ok(());
+        }
+        let poisoned = self.shared.lock().poison.is_some();
+        let result = if poisoned { Ok(()) } else { self.sync() };
+        {
+            let mut state = self.shared.lock();
+            state.closed = true;
+            self.shared.work.notify_all();
+            self.shared.progress.notify_all();
+        }
+        for thread in self.threads.drain(..) {
+            // A background thread that panicked has nothing left to clean up.
+            let _ = thread.join();
+        }
+        result
+    }
+
+    /// The LSN the next append will get.
+    pub fn next_lsn(&self) -> Lsn {
+        self.shared.lock().next_lsn
+    }
+
+    /// Every record up to this LSN is durable.
+    pub fn durable_lsn(&self) -> Lsn {
+        match self.shared.options.backend {
+            Backend::File => self.shared.lock().durable,
+            Backend::Pmem => Lsn(self.shared.committed.load(Ordering::Acquire)),
+        }
+    }
+
+    /// The live segment files, oldest first.
+    pub fn segment_paths(&self) -> Vec<PathBuf> {
+        self.shared.lock().segments.iter().map(|live| live.segment.path.clone()).collect()
+    }
+
+    /// The pmem mode in force (`None` on the file backend).
+    pub fn pmem_mode(&self) -> Option<tierkv_io::PmemMode> {
+        self.shared.lock().active().segment.file.pmem_mode()
+    }
+
+    /// I/O counters of the active segment (for checking which calls the commit path makes).
+    pub fn active_io_stats(&self) -> tierkv_io::IoStatsSnapshot {
+        self.shared.lock().active().segment.file.stats()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> WalStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &WalOptions {
+        &self.shared.options
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        // Errors here have no one to go to; `close` reports them.
+        let _ = self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Wal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wal")
+            .field("dir", &self.shared.dir)
+            .field("backend", &self.shared.options.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, WalError> {
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(body)
+        .map_err(|e| WalError::InvalidOptions(format!("cannot start the {name} thread: {e}")))
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the counters consistent (no multi-step update
+        // panics midway), so the state stays usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wait<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        state.waiters += 1;
+        let mut state = self.progress.wait(state).unwrap_or_else(PoisonError::into_inner);
+        state.waiters -= 1;
+        state
+    }
+
+    fn check_open(&self, state: &State) -> Result<(), WalError> {
+        if let Some(cause) = &state.poison {
+            return Err(WalError::Poisoned { dir: self.dir.clone(), cause: cause.clone() });
+        }
+        if state.closed {
+            return Err(WalError::Closed { dir: self.dir.clone() });
+        }
+        Ok(())
+    }
+
+    fn poison(&self, state: &mut State, cause: &WalError) {
+        if state.poison.is_none() {
+            state.poison = Some(cause.to_string());
+            self.poisoned.store(true, Ordering::Release);
+        }
+        self.progress.notify_all();
+    }
+
+    /// Reserves `size` bytes for the next LSN, rotating to the prepared segment when the
+    /// active one is full.
+    fn reserve(&self, size: u64) -> Result<(Lsn, Arc<Segment>, u64), WalError> {
+        let mut state = self.lock();
+        loop {
+            self.check_open(&state)?;
+            if state.rotating {
+                state = self.wait(state);
+                continue;
+            }
+            let capacity = state.active().segment.capacity;
+            if state.tail + size <= capacity {
+                let lsn = state.next_lsn;
+                state.next_lsn = lsn.next();
+                let offset = state.tail;
+                state.tail += size;
+                let live = state.segments.last_mut().expect("an active segment");
+                live.first_lsn.get_or_insert(lsn);
+                live.last_lsn = Some(lsn);
+                return Ok((lsn, Arc::clone(&live.segment), offset));
+            }
+            let needed = RECORDS_START + size;
+            if let Some(mut prepared) = state.prepared.take() {
+                if prepared.capacity < needed {
+                    // An oversized record: grow the prepared segment for it, outside the lock.
+                    state.rotating = true;
+                    drop(state);
+                    let grown = grow(&prepared, needed);
+                    state = self.lock();
+                    state.rotating = false;
+                    self.progress.notify_all();
+                    match grown {
+                        Ok(capacity) => prepared.capacity = capacity,
+                        Err(error) => {
+                            state.prepared = Some(prepared);
+                            return Err(error);
+                        }
+                    }
+                }
+                self.install(&mut state, prepared);
+                continue;
+            }
+            Counters::add(&self.counters.rotation_waits, 1);
+            if !state.preparing {
+                if let Some(error) = state.prepare_error.take() {
+                    // Not poisoned: nothing was written. The next append that needs the
+                    // segment asks for a new preparation.
+                    return Err(error);
+                }
+            }
+            state.want_capacity = state.want_capacity.max(needed);
+            self.work.notify_all();
+            state = self.wait(state);
+        }
+    }
+
+    /// Makes `prepared` the active segment.
+    fn install(&self, state: &mut State, prepared: Segment) {
+        let old = state.active();
+        if let Some(last) = old.last_lsn {
+            if last > state.durable && self.options.backend == Backend::File {
+                let segment = Arc::clone(&old.segment);
+                state.unsynced_sealed.push((segment, last));
+            }
+        }
+        state.segments.push(LiveSegment {
+            segment: Arc::new(prepared),
+            first_lsn: None,
+            last_lsn: None,
+        });
+        state.tail = RECORDS_START;
+        state.want_capacity = state.want_capacity.max(self.options.segment_bytes);
+        Counters::add(&self.counters.rotations, 1);
+        self.work.notify_all();
+    }
+
+    /// file: marks `lsn` written and waits as `durability` asks.
+    fn finish_file(
+        &self,
+        lsn: Lsn,
+        written: Result<(), WalError>,
+        durability: Durability,
+    ) -> Result<Lsn, WalError> {
+        let mut state = self.lock();
+        if let Err(error) = written {
+            self.poison(&mut state, &error);
+            return Err(error);
+        }
+        if lsn == state.written.next() {
+            state.written = lsn;
+            while {
+                let next = state.written.next();
+                state.completed.remove(&next)
+            } {
+                state.written = state.written.next();
+            }
+            if state.waiters > 0 {
+                self.progress.notify_all();
+            }
+        } else {
+            state.completed.insert(lsn);
+        }
+        match durability {
+            Durability::None => Ok(lsn),
+            Durability::Buffered => {
+                state.buffered = state.buffered.max(lsn);
+                Ok(lsn)
+            }
+            Durability::Sync => self.wait_durable(state, lsn).map(|()| lsn),
+        }
+    }
+
+    /// file: returns once `lsn` is durable, leading sync rounds as needed.
+    fn wait_durable<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        lsn: Lsn,
+    ) -> Result<(), WalError> {
+        loop {
+            if state.durable >= lsn {
+                return Ok(());
+            }
+            self.check_open(&state)?;
+            if !state.syncing && state.written >= lsn {
+                state = self.sync_round(state);
+            } else {
+                state = self.wait(state);
+            }
+        }
+    }
+
+    /// file: one group-commit round (see the module header).
+    fn sync_round<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        debug_assert!(!state.syncing);
+        let target = state.written;
+        state.syncing = true;
+        let mut files: Vec<Arc<Segment>> =
+            state.unsynced_sealed.iter().map(|(segment, _)| Arc::clone(segment)).collect();
+        files.push(Arc::clone(&state.active().segment));
+        drop(state);
+        // CRASH: until this completes, records after `durable` may or may not survive.
+        let result = files.iter().try_for_each(|segment| segment.file.sync_data());
+        let mut state = self.lock();
+        state.syncing = false;
+        match result {
+            Ok(()) => {
+                if target > state.durable {
+                    Counters::add(&self.counters.sync_rounds, 1);
+                    Counters::add(&self.counters.synced_records, target.0 - state.durable.0);
+                    state.durable = target;
+                }
+                state.unsynced_sealed.retain(|(_, last)| *last > target);
+            }
+            Err(error) => self.poison(&mut state, &WalError::from(error)),
+        }
+        self.progress.notify_all();
+        state
+    }
+
+    /// pmem: persists the record, then commits it in LSN order (see the module header).
+    fn finish_pmem(
+        &self,
+        lsn: Lsn,
+        segment: &Segment,
+        offset: u64,
+        size: u64,
+        written: Result<(), WalError>,
+    ) -> Result<Lsn, WalError> {
+        let persisted = written.and_then(|()| Ok(segment.file.persist(offset, size)?));
+        if let Err(error) = persisted {
+            self.poison(&mut self.lock(), &error);
+            return Err(error);
+        }
+        let mut spins = 0u32;
+        while self.committed.load(Ordering::Acquire) != lsn.0 - 1 {
+            if self.poisoned.load(Ordering::Acquire) {
+                return Err(self
+                    .check_open(&self.lock())
+                    .err()
+                    .unwrap_or(WalError::Closed { dir: self.dir.clone() }));
+            }
+            spins += 1;
+            if spins < COMMIT_SPINS_BEFORE_YIELD {
+                std::hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+        // CRASH: the record is durable; until the commit word is, recovery ignores it.
+        if let Err(error) = segment.store_commit_word(offset + size) {
+            self.poison(&mut self.lock(), &error);
+            return Err(error);
+        }
+        self.committed.store(lsn.0, Ordering::Release);
+        Ok(lsn)
+    }
+
+    /// The preparer: keeps one segment ready to install.
+    fn prepare_loop(&self) {
+        let mut state = self.lock();
+        loop {
+            if state.closed {
+                return;
+            }
+            let wanted = state.prepared.is_none()
+                && state.prepare_error.is_none()
+                && state.want_capacity > 0;
+            if !wanted {
+                state = self.work.wait(state).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            let number = state.active().segment.number + 1;
+            let capacity =
+                state.want_capacity.next_multiple_of(4096).max(self.options.segment_bytes);
+            state.want_capacity = 0;
+            state.preparing = true;
+            drop(state);
+            let result =
+                Segment::prepare(&self.storage, &self.dir, &self.options, number, capacity);
+            state = self.lock();
+            state.preparing = false;
+            match result {
+                Ok(segment) => {
+                    Counters::add(&self.counters.segments_prepared, 1);
+                    state.prepared = Some(segment);
+                }
+                Err(error) => state.prepare_error = Some(error),
+            }
+            self.progress.notify_all();
+        }
+    }
+
+    /// file: the flusher makes `Buffered` records durable every `flush_interval`.
+    fn flush_loop(&self) {
+        let mut state = self.lock();
+        loop {
+            if state.closed {
+                return;
+            }
+            let (next, _) = self
+                .work
+                .wait_timeout(state, self.options.flush_interval)
+                .unwrap_or_else(PoisonError::into_inner);
+            state = next;
+            if state.closed {
+                return;
+            }
+            let pending = state.buffered > state.durable && state.written > state.durable;
+            if pending && state.poison.is_none() && !state.syncing {
+                Counters::add(&self.counters.flusher_rounds, 1);
+                state = self.sync_round(state);
+            }
+        }
+    }
+}
+
+/// Grows a prepared segment to hold `needed` bytes, durably; returns the new capacity.
+fn grow(segment: &Segment, needed: u64) -> Result<u64, WalError> {
+    let capacity = needed.next_multiple_of(4096);
+    segment.file.set_len(capacity)?;
+    segment.file.sync_all()?;
+    Ok(capacity)
+}

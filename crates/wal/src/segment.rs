@@ -1,0 +1,162 @@
+//! One segment file: preparing it off the commit path, and opening it for recovery.
+//!
+//! Preparing a segment (`Segment::prepare`) creates `{n}.wal.prepare`, sizes it to its
+//! capacity, writes the header block and zeros over the whole record area, makes all of that
+//! durable, renames it to `{n}.wal` and syncs the directory. Only then may it take records.
+//!
+//! Invariants:
+//! 1. A file named `{n}.wal` always has a durable, valid header and zeroed record space
+//!    (or records): the rename happens after the sync, and the log uses the segment only
+//!    after the directory sync that makes the name durable.
+//! 2. Zero-filling means the file backend's commit fdatasync writes data blocks only (no
+//!    unwritten extents to convert, no size to journal), and the pmem backend's first store
+//!    to each page neither allocates nor faults in a block.
+//!
+//! Must never: leave a `.wal` name on a file whose header is not durable.
+
+use std::path::{Path, PathBuf};
+
+use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
+
+use crate::format::{self, Backend, SegmentHeader, COMMIT_WORD_OFFSET, RECORDS_START};
+use crate::{WalError, WalOptions};
+
+/// Bytes of zeros written per call while preparing a segment.
+const ZERO_FILL_BYTES: usize = 1 << 20;
+
+/// An open segment.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    /// Its number (and file name).
+    pub number: u64,
+    /// Its path under its final name.
+    pub path: PathBuf,
+    /// The open file (for a prepared segment, opened under the prepare name).
+    pub file: File,
+    /// Bytes available: records may occupy `RECORDS_START..capacity`.
+    pub capacity: u64,
+}
+
+/// The access method a backend writes and reads segments with.
+pub(crate) fn method_for(backend: Backend) -> AccessMethod {
+    match backend {
+        Backend::File => AccessMethod::Syscall,
+        Backend::Pmem => AccessMethod::Pmem,
+    }
+}
+
+fn open_options(options: &WalOptions, capacity: u64) -> OpenOptions {
+    OpenOptions::new(method_for(options.backend))
+        .mode(options.file_mode)
+        .pmem_mode(options.pmem_mode)
+        // The whole segment is allocated in one growth step.
+        .chunk_bytes(capacity)
+}
+
+impl Segment {
+    /// Prepares segment `number` with `capacity` bytes in `dir` (see the module header).
+    pub fn prepare(
+        storage: &Storage,
+        dir: &Path,
+        options: &WalOptions,
+        number: u64,
+        capacity: u64,
+    ) -> Result<Segment, WalError> {
+        assert!(capacity >= WalOptions::MIN_SEGMENT_BYTES && capacity.is_multiple_of(4096));
+        let temp = dir.join(format::prepare_file_name(number));
+        let path = dir.join(format::segment_file_name(number));
+        // A crash during an earlier preparation may have left the temporary file behind.
+        if storage.exists(&temp)? {
+            storage.remove_file(&temp)?;
+        }
+        let file = storage.open(&temp, &open_options(options, capacity).create_new(true))?;
+        let result = Self::fill(&file, options.backend, number, capacity).and_then(|()| {
+            // CRASH: before the rename, recovery deletes the `.prepare` file; after it and
+            // before the directory sync, the name may or may not survive, and either way the
+            // segment holds no record yet.
+            storage.rename(&temp, &path)?;
+            storage.sync_dir(dir)?;
+            Ok(())
+        });
+        if let Err(error) = result {
+            drop(file);
+            // Best effort: a leftover `.prepare` file is removed at the next open anyway.
+            let _ = storage.remove_file(&temp);
+            return Err(error);
+        }
+        Ok(Segment { number, path, file, capacity })
+    }
+
+    fn fill(file: &File, backend: Backend, number: u64, capacity: u64) -> Result<(), WalError> {
+        file.reserve(capacity)?;
+        let header = SegmentHeader { number, capacity, backend };
+        file.write_at(&header.encode(), 0)?;
+        let zeros = vec![0u8; ZERO_FILL_BYTES];
+        let mut offset = RECORDS_START;
+        while offset < capacity {
+            let len = (capacity - offset).min(ZERO_FILL_BYTES as u64) as usize;
+            file.write_at(&zeros[..len], offset)?;
+            offset += len as u64;
+        }
+        if backend == Backend::Pmem {
+            file.persist(0, capacity)?;
+        }
+        // The size and allocation are metadata: fsync, not fdatasync.
+        file.sync_all()?;
+        Ok(())
+    }
+
+    /// Opens an existing segment for recovery and checks its header.
+    pub fn open_existing(
+        storage: &Storage,
+        path: &Path,
+        options: &WalOptions,
+        number: u64,
+    ) -> Result<Segment, WalError> {
+        let probe = OpenOptions::new(method_for(options.backend)).pmem_mode(options.pmem_mode);
+        let file = storage.open(path, &probe)?;
+        let corrupt = |offset: u64, detail: String| WalError::Corruption {
+            file: path.to_path_buf(),
+            offset,
+            detail,
+        };
+        let len = file.len();
+        if len < RECORDS_START {
+            return Err(corrupt(
+                0,
+                format!("{len} bytes, shorter than the {RECORDS_START}-byte header"),
+            ));
+        }
+        let mut block = vec![0u8; 64];
+        file.read_at(&mut block, 0)?;
+        let header = SegmentHeader::decode(&block).map_err(|detail| corrupt(0, detail))?;
+        if header.number != number {
+            return Err(corrupt(
+                16,
+                format!("the header says segment {}, the name says {number}", header.number),
+            ));
+        }
+        if header.backend != options.backend {
+            return Err(WalError::InvalidOptions(format!(
+                "{} was written by the {} backend; open the log with that backend",
+                path.display(),
+                header.backend
+            )));
+        }
+        Ok(Segment { number, path: path.to_path_buf(), file, capacity: len })
+    }
+
+    /// The pmem commit word: the end offset of the committed records.
+    pub fn commit_word(&self) -> Result<u64, WalError> {
+        let mut word = [0u8; 8];
+        self.file.read_at(&mut word, COMMIT_WORD_OFFSET)?;
+        Ok(u64::from_le_bytes(word))
+    }
+
+    /// Stores and persists the pmem commit word.
+    pub fn store_commit_word(&self, end: u64) -> Result<(), WalError> {
+        self.file.store_u64(COMMIT_WORD_OFFSET, end)?;
+        self.file.persist(COMMIT_WORD_OFFSET, 8)?;
+        Ok(())
+    }
+}

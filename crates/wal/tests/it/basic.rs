@@ -1,0 +1,266 @@
+//! The log on real files: round trips, rotation, oversized records, truncation, group commit,
+//! the buffered flusher, the pmem backend's syscall-free commit path, and damaged files.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tierkv_io::{PmemMode, Storage};
+use tierkv_wal::format::{MAX_PAYLOAD_BYTES, RECORDS_START};
+use tierkv_wal::{Backend, Durability, Lsn, Wal, WalError, WalOptions};
+
+use crate::{kind, open_collect, payload};
+
+fn small(backend: Backend) -> WalOptions {
+    WalOptions { segment_bytes: 64 << 10, ..WalOptions::with_backend(backend) }
+}
+
+/// A directory for a backend: the pmem one goes to /dev/shm where it exists (flush-only
+/// emulation with real clwb and sfence), elsewhere to the temporary directory (msync).
+fn dir_for(backend: Backend) -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if backend == Backend::Pmem && shm.is_dir() {
+        tempfile::tempdir_in(shm).expect("a directory in /dev/shm")
+    } else {
+        tempfile::tempdir().expect("a temporary directory")
+    }
+}
+
+#[test]
+fn records_survive_reopen_across_rotations_on_both_backends() {
+    for backend in [Backend::File, Backend::Pmem] {
+        let dir = dir_for(backend);
+        let (wal, records, report) = open_collect(&Storage::Os, dir.path(), small(backend));
+        assert!(records.is_empty());
+        assert_eq!(report.records, 0);
+        let mut expected = Vec::new();
+        for sequence in 0..600 {
+            let bytes = payload(0, sequence, 700);
+            let durability =
+                [Durability::Sync, Durability::Buffered, Durability::None][sequence % 3];
+            let lsn = wal.append(kind(), &bytes, durability).expect("append");
+            assert_eq!(lsn, Lsn(sequence as u64 + 1));
+            expected.push((lsn, bytes));
+        }
+        let stats = wal.stats();
+        assert!(stats.rotations >= 3, "{backend}: {stats:?}");
+        assert_eq!(stats.appends, 600);
+        wal.close().expect("close");
+        let (wal, records, report) = open_collect(&Storage::Os, dir.path(), small(backend));
+        assert_eq!(records, expected, "{backend}");
+        assert_eq!(report.discarded_bytes, 0, "{backend}: {report:?}");
+        assert_eq!(report.stop, None, "{backend}");
+        assert_eq!(report.lsn_range, Some((Lsn(1), Lsn(600))));
+        assert_eq!(wal.next_lsn(), Lsn(601));
+        // Appending continues the chain after reopening.
+        assert_eq!(wal.append(kind(), b"after", Durability::Sync).expect("append"), Lsn(601));
+        drop(wal);
+        let (_wal, records, _) = open_collect(&Storage::Os, dir.path(), small(backend));
+        assert_eq!(records.len(), 601);
+        assert_eq!(records[600], (Lsn(601), b"after".to_vec()));
+    }
+}
+
+#[test]
+fn oversized_records_get_a_segment_of_their_own() {
+    for backend in [Backend::File, Backend::Pmem] {
+        let dir = dir_for(backend);
+        let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(backend));
+        let big = vec![0xa5u8; 300 << 10];
+        wal.append(kind(), b"small", Durability::Sync).expect("append");
+        wal.append(kind(), &big, Durability::Sync).expect("append a record larger than a segment");
+        wal.append(kind(), b"next", Durability::Sync).expect("append");
+        wal.close().expect("close");
+        let (_wal, records, _) = open_collect(&Storage::Os, dir.path(), small(backend));
+        let payloads: Vec<&[u8]> = records.iter().map(|(_, p)| p.as_slice()).collect();
+        assert_eq!(payloads, vec![&b"small"[..], &big[..], &b"next"[..]], "{backend}");
+    }
+}
+
+#[test]
+fn truncate_below_removes_only_segments_wholly_below_the_lsn() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    for sequence in 0..400 {
+        wal.append(kind(), &payload(1, sequence, 900), Durability::None).expect("append");
+    }
+    wal.sync().expect("sync");
+    let before = wal.segment_paths();
+    assert!(before.len() >= 4, "{before:?}");
+    let removed = wal.truncate_below(Lsn(250)).expect("truncate");
+    assert!(removed >= 1);
+    let after = wal.segment_paths();
+    assert_eq!(after.len(), before.len() - removed);
+    for path in &before[..removed] {
+        assert!(!path.exists(), "{} should be gone", path.display());
+    }
+    drop(wal);
+    let (_wal, records, report) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    let first = records.first().expect("records remain").0;
+    assert!(first <= Lsn(250), "LSN 250 must survive; the first left is {first}");
+    assert_eq!(records.last().expect("records").0, Lsn(400));
+    assert_eq!(report.discarded_bytes, 0);
+    for pair in records.windows(2) {
+        assert_eq!(pair[1].0, pair[0].0.next());
+    }
+}
+
+#[test]
+fn concurrent_sync_appenders_share_fdatasyncs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), WalOptions::default());
+    let wal = Arc::new(wal);
+    let threads = 8;
+    let per_thread = 50;
+    std::thread::scope(|scope| {
+        for thread in 0..threads {
+            let wal = Arc::clone(&wal);
+            scope.spawn(move || {
+                for sequence in 0..per_thread {
+                    let lsn = wal
+                        .append(kind(), &payload(thread, sequence, 200), Durability::Sync)
+                        .expect("append");
+                    assert!(
+                        wal.durable_lsn() >= lsn,
+                        "a Sync append returned before it was durable"
+                    );
+                }
+            });
+        }
+    });
+    let stats = wal.stats();
+    assert_eq!(stats.appends, (threads * per_thread) as u64);
+    assert_eq!(stats.synced_records, stats.appends);
+    assert!(
+        stats.sync_rounds < stats.appends,
+        "group commit: {} appends took {} fdatasync rounds",
+        stats.appends,
+        stats.sync_rounds
+    );
+    let wal = Arc::into_inner(wal).expect("the only reference");
+    wal.close().expect("close");
+    let (_wal, records, _) = open_collect(&Storage::Os, dir.path(), WalOptions::default());
+    assert_eq!(records.len(), threads * per_thread);
+}
+
+#[test]
+fn buffered_appends_become_durable_within_the_flush_interval() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = WalOptions { flush_interval: Duration::from_millis(10), ..WalOptions::default() };
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), options);
+    let lsn = wal.append(kind(), b"buffered", Durability::Buffered).expect("append");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wal.durable_lsn() < lsn {
+        assert!(Instant::now() < deadline, "the flusher never synced LSN {lsn}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(wal.stats().flusher_rounds >= 1);
+    // `None` appends are not synced by the flusher.
+    let none = wal.append(kind(), b"none", Durability::None).expect("append");
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(wal.durable_lsn() < none, "the flusher synced a Durability::None record");
+    wal.sync().expect("sync");
+    assert_eq!(wal.durable_lsn(), none);
+}
+
+#[test]
+fn pmem_commits_make_no_system_call() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("note: no /dev/shm; the syscall-free pmem commit path is not checked here");
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).expect("dir");
+    let (wal, _, _) =
+        open_collect(&Storage::Os, dir.path(), WalOptions::with_backend(Backend::Pmem));
+    assert_eq!(wal.pmem_mode(), Some(PmemMode::FlushOnly));
+    let before = wal.active_io_stats();
+    for sequence in 0..2000 {
+        wal.append(kind(), &payload(2, sequence, 128), Durability::Sync).expect("append");
+    }
+    let delta = wal.active_io_stats().since(&before);
+    assert_eq!(delta.writes, 2000, "{delta:?}");
+    assert_eq!(delta.write_bytes_syscall, 0, "{delta:?}");
+    assert_eq!(delta.syncs + delta.msyncs + delta.resize_syscalls, 0, "{delta:?}");
+    assert_eq!(delta.fallbacks_resizing + delta.fallbacks_outside_map, 0, "{delta:?}");
+    assert_eq!(delta.persists, 4000, "one persist per record and one per commit word");
+    assert_eq!(delta.atomic_stores, 2000);
+    assert!(delta.fences >= 4000, "{delta:?}");
+    assert_eq!(wal.durable_lsn(), Lsn(2000));
+}
+
+#[test]
+fn a_torn_tail_is_reported_zeroed_and_never_comes_back() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    let mut offsets = Vec::new();
+    let mut offset = RECORDS_START;
+    for sequence in 0..10 {
+        let bytes = payload(3, sequence, 100);
+        offsets.push(offset);
+        offset += tierkv_wal::format::record_bytes(bytes.len());
+        wal.append(kind(), &bytes, Durability::Sync).expect("append");
+    }
+    let segment = wal.segment_paths()[0].clone();
+    wal.close().expect("close");
+    // Tear record 7 (LSN 7): flip a payload byte.
+    let mut bytes = std::fs::read(&segment).expect("read");
+    let at = offsets[6] as usize + 30;
+    bytes[at] ^= 0xff;
+    std::fs::write(&segment, &bytes).expect("write");
+    let (wal, records, report) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    assert_eq!(records.len(), 6);
+    let stop = report.stop.clone().expect("a stop point");
+    assert_eq!(stop.offset, offsets[6]);
+    assert_eq!(stop.file, segment);
+    assert!(stop.reason.contains("checksum"), "{}", stop.reason);
+    assert_eq!(report.discarded_lsn_range, Some((Lsn(7), Lsn(10))));
+    assert!(
+        report.discarded_bytes > 0 && report.discarded_bytes <= offset - offsets[6],
+        "{report:?}"
+    );
+    // New records take LSN 7 on; the old LSNs 8..10 must not come back after them.
+    assert_eq!(wal.append(kind(), &payload(3, 6, 100), Durability::Sync).expect("append"), Lsn(7));
+    drop(wal);
+    let (_wal, records, report) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    assert_eq!(records.len(), 7);
+    assert_eq!(report.discarded_bytes, 0, "{report:?}");
+}
+
+#[test]
+fn a_damaged_segment_header_is_a_corruption_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    wal.append(kind(), b"x", Durability::Sync).expect("append");
+    let segment = wal.segment_paths()[0].clone();
+    wal.close().expect("close");
+    let mut bytes = std::fs::read(&segment).expect("read");
+    bytes[3] ^= 1;
+    std::fs::write(&segment, &bytes).expect("write");
+    let error =
+        Wal::open(&Storage::Os, dir.path(), small(Backend::File), |_| {}).expect_err("corrupt");
+    let WalError::Corruption { file, offset, detail } = &error else { panic!("{error}") };
+    assert_eq!((file, *offset), (&segment, 0));
+    assert!(detail.contains("magic"), "{error}");
+    // Opening with the wrong backend is refused with a message that names the right one.
+    bytes[3] ^= 1;
+    std::fs::write(&segment, &bytes).expect("write");
+    let error =
+        Wal::open(&Storage::Os, dir.path(), small(Backend::Pmem), |_| {}).expect_err("backend");
+    assert!(error.to_string().contains("file backend"), "{error}");
+}
+
+#[test]
+fn bad_arguments_are_typed_errors() {
+    let dir = tempfile::tempdir().expect("dir");
+    let bad = WalOptions { segment_bytes: 1000, ..WalOptions::default() };
+    let error = Wal::open(&Storage::Os, dir.path(), bad, |_| {}).expect_err("bad options");
+    assert!(matches!(error, WalError::InvalidOptions(_)), "{error}");
+    let bad = WalOptions { flush_interval: Duration::ZERO, ..WalOptions::default() };
+    assert!(Wal::open(&Storage::Os, dir.path(), bad, |_| {}).is_err());
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    let huge = vec![0u8; MAX_PAYLOAD_BYTES + 1];
+    let error = wal.append(kind(), &huge, Durability::Sync).expect_err("too large");
+    assert!(matches!(error, WalError::RecordTooLarge { .. }), "{error}");
+    assert!(error.to_string().contains("over the limit"), "{error}");
+    assert_eq!(wal.next_lsn(), Lsn(1), "a refused append takes no LSN");
+}

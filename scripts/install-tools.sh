@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian/Ubuntu packages tierkv's measurement tools need (today: fio, for
-# `tierkv bench device --compare-fio`). Idempotent: installed packages are left alone, and the
+# Installs the Debian/Ubuntu packages tierkv's measurement tools need: fio (for
+# `tierkv bench device --compare-fio`), RocksDB's db_bench (rocksdb-tools) and SQLite's library
+# and headers (libsqlite3-dev, for the `peers` feature), the peers of `tierkv bench wal`. Idempotent: installed packages are left alone, and the
 # package lists are refreshed (`apt-get update`, once) only when something is missing.
 # Usable by people and CI; runs apt-get through sudo unless already root.
 set -euo pipefail
 
-packages=(fio)
+packages=(fio rocksdb-tools libsqlite3-dev)
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
     echo "install-tools: apt-get not found; install these packages with your package manager:" \

@@ -3,6 +3,8 @@
 //! - `device`: the device lab (`tierkv bench device`): raw bandwidth and latency by access
 //!   method, operation, pattern, transfer size, threads and page-cache state, through the same
 //!   `tierkv-io` code paths the engine uses, with an optional side-by-side run of fio.
+//! - `wal`: the WAL benchmark (`tierkv bench wal`): commits/s and latency of the log's
+//!   backends, the device's fdatasync limit, and RocksDB and SQLite beside them.
 //!
 //! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
 //! benchmark also runs as a test with tiny parameters, so it cannot rot.
@@ -12,3 +14,4 @@
 #![warn(missing_docs)]
 
 pub mod device;
+pub mod wal;

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use tierkv_bench::device::{self, CacheState, DeviceConfig, IoOp, Pattern};
+use tierkv_bench::wal::{self as wal_bench, WalBenchConfig};
 use tierkv_io::stress::{self, StressConfig, StressReport};
 use tierkv_io::{pmem, AccessMethod, OpenOptions, Storage};
+use tierkv_wal::{Backend, Durability};
 
 #[derive(Parser)]
 #[command(
@@ -68,6 +70,63 @@ enum Bench {
     /// The device lab: bandwidth, latency and CPU by access method, op, pattern, transfer
     /// size, threads and page-cache state (seeds 000 and 004), optionally beside fio.
     Device(Box<DeviceArgs>),
+    /// The write-ahead log: commits/s and latency by backend, threads and record size, beside
+    /// the device's fdatasync limit and, where installed, RocksDB and SQLite.
+    Wal(Box<WalArgs>),
+}
+
+#[derive(Args)]
+struct WalArgs {
+    /// Directory to create the logs (and the peers' databases) in.
+    #[arg(long)]
+    path: PathBuf,
+    /// Log backends (comma-separated): file, pmem.
+    #[arg(long, value_delimiter = ',', default_value = "file,pmem")]
+    backend: Vec<Backend>,
+    /// Appender thread counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    threads: Vec<usize>,
+    /// Record payload sizes (64, 128, 1k, 4k, ...).
+    #[arg(long, value_delimiter = ',', default_value = "64,128,1k,4k", value_parser = device::parse_bytes)]
+    record_size: Vec<u64>,
+    /// Seconds per point (a trailing `s` is accepted: 5s).
+    #[arg(long, default_value = "5", value_parser = parse_seconds)]
+    duration: f64,
+    /// Durability of each append: sync, buffered, none.
+    #[arg(long, default_value = "sync", value_parser = parse_durability)]
+    durability: Durability,
+    /// Segment size of the logs.
+    #[arg(long, default_value = "64m", value_parser = device::parse_bytes)]
+    segment_size: u64,
+    /// Do not run the peers (RocksDB's db_bench, SQLite).
+    #[arg(long)]
+    no_peers: bool,
+    /// Write the report as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write SVG plots into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    let number = text.strip_suffix('s').unwrap_or(text);
+    match number.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(seconds),
+        _ => Err(format!("{text:?} is not a positive number of seconds")),
+    }
+}
+
+fn parse_durability(text: &str) -> Result<Durability, String> {
+    match text {
+        "sync" => Ok(Durability::Sync),
+        "buffered" => Ok(Durability::Buffered),
+        "none" => Ok(Durability::None),
+        _ => Err(format!("unknown durability {text:?}; expected sync, buffered or none")),
+    }
 }
 
 #[derive(Args)]
@@ -140,6 +199,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Info { path } => info(&path).map(|()| ExitCode::SUCCESS),
         Command::Bench { bench: Bench::Device(args) } => bench_device(*args),
+        Command::Bench { bench: Bench::Wal(args) } => bench_wal(*args),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
                 return Err(format!("--seconds must be a positive number, got {seconds}"));
@@ -230,6 +290,37 @@ fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {
     if let Some(dir) = &args.plot {
         let plots = device::plot::write_plots(&report, dir).map_err(|e| e.to_string())?;
         for plot in plots {
+            println!("plot: {}", plot.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_wal(args: WalArgs) -> Result<ExitCode, String> {
+    let mut config = WalBenchConfig::new(&args.path);
+    config.backends = args.backend;
+    config.threads = args.threads;
+    config.record_sizes = args
+        .record_size
+        .iter()
+        .map(|&bytes| {
+            usize::try_from(bytes).map_err(|_| format!("record size {bytes} is too large"))
+        })
+        .collect::<Result<_, _>>()?;
+    config.duration = Duration::from_secs_f64(args.duration);
+    config.durability = args.durability;
+    config.segment_bytes = args.segment_size;
+    config.peers = !args.no_peers;
+    config.progress = !args.quiet;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let report = wal_bench::run(&config, &command).map_err(|e| e.to_string())?;
+    wal_bench::output::print_table(&report, &mut std::io::stdout().lock())
+        .map_err(|e| e.to_string())?;
+    if let Some(path) = &args.json {
+        wal_bench::write_json(&report, path).map_err(|e| e.to_string())?;
+    }
+    if let Some(dir) = &args.plot {
+        for plot in wal_bench::plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", plot.display());
         }
     }

@@ -164,6 +164,14 @@ impl File {
         dispatch!(self, file => file.persist(offset, len))
     }
 
+    /// Makes several ranges durable together: on persistent memory every line of every range
+    /// is flushed and one fence follows, so the ranges become durable in no particular order
+    /// relative to each other, and all of them before this returns. Other methods persist
+    /// each range (msync) or sync once (fdatasync). An empty list does nothing.
+    pub fn persist_ranges(&self, ranges: &[(u64, u64)]) -> Result<()> {
+        dispatch!(self, file => file.persist_ranges(ranges))
+    }
+
     /// Stores `value` (little-endian) at the 8-byte aligned `offset` with one store on the
     /// mapped methods. Not durable until a `persist` covers it.
     pub fn store_u64(&self, offset: u64, value: u64) -> Result<()> {

@@ -26,7 +26,7 @@
 //! let path = dir.join("demo.log");
 //! let log = storage.open(&path, &OpenOptions::new(AccessMethod::Pmem).create(true))?;
 //! println!("pmem mode: {:?}", log.pmem_mode()); // FlushOnly on tmpfs, Msync on disk
-//! log.write_at(b"record payload", 8)?;         // non-temporal copy for >= 256 B
+//! log.write_at(b"record payload", 8)?;         // copy (non-temporal for >= 256 B)
 //! log.persist(8, 14)?;                          // flush each line + sfence (or msync)
 //! log.store_u64(0, 22)?;                        // 8-byte atomic commit word
 //! log.persist(0, 8)?;

@@ -179,8 +179,11 @@ pub(crate) struct CopyReport {
     pub(crate) fences: u64,
 }
 
-/// Copies `len` bytes to persistent memory: non-temporal stores for copies of 256 B or more
-/// (then `sfence`), ordinary stores plus a flush of each touched line otherwise.
+/// Copies `len` bytes to persistent memory: non-temporal stores for the 64-byte aligned body of
+/// copies of 256 B or more (then `sfence`), ordinary stores for the rest. Nothing is flushed
+/// here: `persist` flushes the range and fences. Flushing here as well would flush the lines
+/// twice, and the locked instructions that follow a copy (the remap gate's exit, the counters)
+/// would wait for those flushes, which costs as much as a second fence.
 ///
 /// # Safety
 /// `dst` must be valid for `len` bytes of writes inside a live mapping, `src` valid for `len`
@@ -190,9 +193,7 @@ pub(crate) unsafe fn copy_to_pmem(dst: *mut u8, src: *const u8, len: usize) -> C
     if len < NT_THRESHOLD_BYTES || instruction == FlushInstruction::None {
         // SAFETY: the caller guarantees both ranges.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
-        // SAFETY: the range was just written, so it is mapped.
-        let lines_flushed = unsafe { flush_range(instruction, dst, len) };
-        return CopyReport { nontemporal_bytes: 0, lines_flushed, fences: 0 };
+        return CopyReport::default();
     }
     let head = ((CACHE_LINE_BYTES - (dst as usize & (CACHE_LINE_BYTES - 1)))
         & (CACHE_LINE_BYTES - 1))
@@ -203,8 +204,6 @@ pub(crate) unsafe fn copy_to_pmem(dst: *mut u8, src: *const u8, len: usize) -> C
     if head > 0 {
         // SAFETY: head <= len, inside both ranges.
         unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
-        // SAFETY: just written, so mapped.
-        report.lines_flushed += unsafe { flush_range(instruction, dst, head) };
     }
     // SAFETY: dst + head is 64-byte aligned and body bytes lie inside both ranges.
     unsafe { stream_body(dst.add(head), src.add(head), body) };
@@ -217,8 +216,6 @@ pub(crate) unsafe fn copy_to_pmem(dst: *mut u8, src: *const u8, len: usize) -> C
         let at = head + body;
         // SAFETY: at + tail == len, inside both ranges.
         unsafe { std::ptr::copy_nonoverlapping(src.add(at), dst.add(at), tail) };
-        // SAFETY: just written, so mapped.
-        report.lines_flushed += unsafe { flush_range(instruction, dst.add(at), tail) };
     }
     report
 }

@@ -5,18 +5,23 @@
 //!
 //! - **file, group commit.** The appender marks its LSN written; `written` is the highest LSN
 //!   below which every record is written. A `Sync` appender waits until `durable` covers its
-//!   LSN. If no sync round is running and `written` covers its LSN, it leads one: it takes
-//!   `target = written`, sets `syncing`, releases the lock, fdatasyncs every segment that may
-//!   hold unsynced records up to `target` (sealed ones first, then the active one), retakes
-//!   the lock, sets `durable = target` and wakes the waiters. Appenders arriving during the
-//!   round reserve and copy freely; the next leader syncs all of them with one fdatasync.
+//!   LSN. If `written` covers its LSN, no running round's target does, and fewer than
+//!   `MAX_SYNC_ROUNDS` rounds run, it leads one: it takes `target = written`, releases the
+//!   lock, fdatasyncs every segment that may hold unsynced records up to `target` (sealed
+//!   ones first, then the active one), retakes the lock, raises `durable` to `target` and
+//!   wakes the waiters. Appenders arriving during a round reserve and copy freely; the next
+//!   leader syncs all of them with one fdatasync.
 //!   The background flusher runs the same round for `Buffered` records every
 //!   `flush_interval`.
-//! - **pmem, FLEX.** The appender persists its record (flush each line, fence), waits until
-//!   the record before it is committed (`committed == lsn - 1`, a spin on an atomic), stores
-//!   the segment's commit word (the end of its record) with one 8-byte store, persists it,
-//!   and publishes `committed = lsn`. No system call: the segment is already allocated,
-//!   mapped and zeroed.
+//! - **pmem, FLEX.** Commits happen in LSN order under the commit lock (`CommitChain`), which
+//!   reservations and copies never take. An appender whose predecessor is committed (the
+//!   common case) stores the segment's commit word (the end of its record) with one 8-byte
+//!   store, then flushes its record's lines and the commit word's line behind one fence, and
+//!   publishes `committed = lsn`. An appender whose predecessor is still copying persists its
+//!   own record (flush + fence), leaves it in the chain, and waits; the predecessor's commit
+//!   then covers it, so concurrent appenders share commit-word updates. No system call on
+//!   the way: the segment is already allocated, mapped and zeroed, and a waiter spins before
+//!   it parks.
 //!
 //! Segments are prepared by a background thread (`segment.rs`) before they are needed; a
 //! rotation installs the prepared one under the lock and asks for the next.
@@ -26,9 +31,12 @@
 //!    LSN order is log order and recovery can follow the chain.
 //! 2. `durable <= written <= next_lsn - 1` (file), and `durable` only grows. A `Sync` append
 //!    returns Ok only after a completed fdatasync of every file holding records up to its LSN.
-//! 3. The pmem commit word of a segment passes a record only after that record and every
-//!    earlier one (in any segment) is persisted and committed.
-//! 4. No lock is held across an fdatasync, a persist or a copy.
+//! 3. A pmem commit word passes a record only when every earlier record is durable and the
+//!    record itself is either durable or flushed behind the same fence as the commit word. A
+//!    crash before that fence may keep the word and lose lines of the record: its checksum
+//!    fails, recovery stops there, and the record was never acknowledged.
+//! 4. No lock is held across an fdatasync or a copy. The pmem commit lock is held across
+//!    the one fence of a commit, which is serial anyway; reservations do not take it.
 //! 5. After a failed write, sync or persist, `poison` is set and never cleared: records after
 //!    the failure could follow a hole, so nothing more may be acknowledged.
 //!
@@ -36,7 +44,7 @@
 //! block appenders from copying while a sync runs.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -44,14 +52,21 @@ use std::thread::{self, JoinHandle};
 
 use tierkv_io::Storage;
 
-use crate::format::{self, Backend, MAX_PAYLOAD_BYTES, RECORDS_START};
+use crate::format::{self, Backend, COMMIT_WORD_OFFSET, MAX_PAYLOAD_BYTES, RECORDS_START};
 use crate::recovery::{self, Record, RecoveryReport};
 use crate::segment::Segment;
 use crate::stats::Counters;
 use crate::{Durability, Lsn, RecordType, WalError, WalOptions, WalStats};
 
-/// Spins on the pmem commit chain before yielding the CPU.
-const COMMIT_SPINS_BEFORE_YIELD: u32 = 1 << 12;
+/// Spins on the pmem commit chain before parking.
+const COMMIT_SPINS_BEFORE_PARK: u32 = 256;
+
+/// fdatasync rounds that may run at once: one. Overlapping rounds on one file are unsafe and
+/// did not help: Linux reports a writeback error to only one of the fdatasync calls running
+/// on the same open file (errseq), so another could succeed over lost data; and overlapping
+/// syncs of the same tail page serialise in the kernel anyway (measured: no gain at 8
+/// threads on ext4).
+const MAX_SYNC_ROUNDS: usize = 1;
 
 /// Encode buffers larger than this are not kept between appends.
 const KEPT_BUFFER_BYTES: usize = 1 << 20;
@@ -82,13 +97,30 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes appenders waiting for `written`, `durable`, a sync round or a rotation.
     progress: Condvar,
+    /// Wakes appenders waiting for earlier records to be written before they can lead.
+    written_cv: Condvar,
+    /// Wakes appenders waiting for a sync round to end.
+    durable_cv: Condvar,
     /// Wakes the background threads.
     work: Condvar,
-    /// pmem: the last committed LSN (the commit chain).
+    /// pmem: the last committed LSN, written under `chain`, read without it.
     committed: AtomicU64,
+    /// pmem: records persisted out of order, waiting for their predecessors.
+    chain: Mutex<CommitChain>,
+    /// pmem: wakes appenders parked on the chain.
+    chain_progress: Condvar,
     /// Mirrors `State::poison.is_some()` for the lock-free pmem path.
     poisoned: AtomicBool,
     counters: Counters,
+}
+
+/// pmem: the commit chain's waiting room.
+#[derive(Default)]
+struct CommitChain {
+    /// Durable records whose predecessors are not committed yet: LSN → (segment, end offset).
+    done: BTreeMap<Lsn, (Arc<Segment>, u64)>,
+    /// Appenders parked on `chain_progress`.
+    waiters: usize,
 }
 
 struct LiveSegment {
@@ -111,8 +143,10 @@ struct State {
     durable: Lsn,
     /// file: the highest `Buffered` LSN, which the flusher must make durable.
     buffered: Lsn,
-    /// file: a sync round is running.
-    syncing: bool,
+    /// file: sync rounds running (at most `MAX_SYNC_ROUNDS`).
+    rounds: usize,
+    /// file: the highest target of the rounds running.
+    round_target: Lsn,
     /// file: sealed segments that may hold records not yet synced, with their last LSN.
     unsynced_sealed: Vec<(Arc<Segment>, Lsn)>,
     /// A prepared segment is being grown for an oversized record.
@@ -130,6 +164,8 @@ struct State {
     closed: bool,
     /// Appenders blocked on `progress`.
     waiters: usize,
+    /// Appenders blocked on `written_cv`.
+    written_waiters: usize,
 }
 
 impl State {
@@ -189,7 +225,8 @@ impl Wal {
             completed: BTreeSet::new(),
             durable: last,
             buffered: last,
-            syncing: false,
+            rounds: 0,
+            round_target: last,
             unsynced_sealed: Vec::new(),
             rotating: false,
             prepared: None,
@@ -199,6 +236,7 @@ impl Wal {
             poison: None,
             closed: false,
             waiters: 0,
+            written_waiters: 0,
         };
         let shared = Arc::new(Shared {
             storage: storage.clone(),
@@ -206,8 +244,12 @@ impl Wal {
             options,
             state: Mutex::new(state),
             progress: Condvar::new(),
+            written_cv: Condvar::new(),
+            durable_cv: Condvar::new(),
             work: Condvar::new(),
             committed: AtomicU64::new(last.0),
+            chain: Mutex::new(CommitChain::default()),
+            chain_progress: Condvar::new(),
             poisoned: AtomicBool::new(false),
             counters,
         });
@@ -313,7 +355,7 @@ impl Wal {
             let mut state = self.shared.lock();
             state.closed = true;
             self.shared.work.notify_all();
-            self.shared.progress.notify_all();
+            self.shared.notify_everyone();
         }
         for thread in self.threads.drain(..) {
             // A background thread that panicked has nothing left to clean up.
@@ -396,6 +438,12 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn notify_everyone(&self) {
+        self.progress.notify_all();
+        self.written_cv.notify_all();
+        self.durable_cv.notify_all();
+    }
+
     fn wait<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         state.waiters += 1;
         let mut state = self.progress.wait(state).unwrap_or_else(PoisonError::into_inner);
@@ -418,7 +466,7 @@ impl Shared {
             state.poison = Some(cause.to_string());
             self.poisoned.store(true, Ordering::Release);
         }
-        self.progress.notify_all();
+        self.notify_everyone();
     }
 
     /// Reserves `size` bytes for the next LSN, rotating to the prepared segment when the
@@ -517,8 +565,8 @@ impl Shared {
             } {
                 state.written = state.written.next();
             }
-            if state.waiters > 0 {
-                self.progress.notify_all();
+            if state.written_waiters > 0 {
+                self.written_cv.notify_all();
             }
         } else {
             state.completed.insert(lsn);
@@ -544,19 +592,34 @@ impl Shared {
                 return Ok(());
             }
             self.check_open(&state)?;
-            if !state.syncing && state.written >= lsn {
+            if self.may_lead(&state, lsn) {
                 state = self.sync_round(state);
+            } else if state.written < lsn {
+                // An earlier record is still being copied in.
+                state.written_waiters += 1;
+                state = self.written_cv.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state.written_waiters -= 1;
             } else {
-                state = self.wait(state);
+                // A running round covers this record, or the next must wait for it to end.
+                state = self.durable_cv.wait(state).unwrap_or_else(PoisonError::into_inner);
             }
         }
     }
 
+    /// file: `lsn` is written, no running round covers it, and another round may start.
+    fn may_lead(&self, state: &State, lsn: Lsn) -> bool {
+        state.durable < lsn
+            && state.written >= lsn
+            && state.round_target < lsn
+            && state.rounds < MAX_SYNC_ROUNDS
+    }
+
     /// file: one group-commit round (see the module header).
     fn sync_round<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        debug_assert!(!state.syncing);
+        debug_assert!(state.rounds < MAX_SYNC_ROUNDS);
         let target = state.written;
-        state.syncing = true;
+        state.rounds += 1;
+        state.round_target = state.round_target.max(target);
         let mut files: Vec<Arc<Segment>> =
             state.unsynced_sealed.iter().map(|(segment, _)| Arc::clone(segment)).collect();
         files.push(Arc::clone(&state.active().segment));
@@ -564,7 +627,7 @@ impl Shared {
         // CRASH: until this completes, records after `durable` may or may not survive.
         let result = files.iter().try_for_each(|segment| segment.file.sync_data());
         let mut state = self.lock();
-        state.syncing = false;
+        state.rounds -= 1;
         match result {
             Ok(()) => {
                 if target > state.durable {
@@ -576,46 +639,124 @@ impl Shared {
             }
             Err(error) => self.poison(&mut state, &WalError::from(error)),
         }
-        self.progress.notify_all();
+        self.durable_cv.notify_all();
         state
     }
 
-    /// pmem: persists the record, then commits it in LSN order (see the module header).
+    /// pmem: commits the record in LSN order (see the module header).
     fn finish_pmem(
         &self,
         lsn: Lsn,
-        segment: &Segment,
+        segment: &Arc<Segment>,
         offset: u64,
         size: u64,
         written: Result<(), WalError>,
     ) -> Result<Lsn, WalError> {
-        let persisted = written.and_then(|()| Ok(segment.file.persist(offset, size)?));
-        if let Err(error) = persisted {
+        if let Err(error) = written {
             self.poison(&mut self.lock(), &error);
+            self.wake_chain();
             return Err(error);
         }
+        let end = offset + size;
+        let mut chain = self.chain_lock();
+        if self.committed.load(Ordering::Acquire) + 1 == lsn.0 {
+            // The common case: commit word and record behind one fence.
+            return self.advance(chain, lsn, segment, end, Some((offset, size))).map(|()| lsn);
+        }
+        drop(chain);
+        // A predecessor is still copying: make this record durable on its own, then leave it
+        // for whoever commits the predecessor.
+        if let Err(error) = segment.file.persist(offset, size) {
+            let error = WalError::from(error);
+            self.poison(&mut self.lock(), &error);
+            self.wake_chain();
+            return Err(error);
+        }
+        chain = self.chain_lock();
+        if self.committed.load(Ordering::Acquire) + 1 == lsn.0 {
+            return self.advance(chain, lsn, segment, end, None).map(|()| lsn);
+        }
+        chain.done.insert(lsn, (Arc::clone(segment), end));
         let mut spins = 0u32;
-        while self.committed.load(Ordering::Acquire) != lsn.0 - 1 {
+        loop {
+            if self.committed.load(Ordering::Acquire) >= lsn.0 {
+                return Ok(lsn);
+            }
             if self.poisoned.load(Ordering::Acquire) {
+                drop(chain);
                 return Err(self
                     .check_open(&self.lock())
                     .err()
                     .unwrap_or(WalError::Closed { dir: self.dir.clone() }));
             }
-            spins += 1;
-            if spins < COMMIT_SPINS_BEFORE_YIELD {
+            if spins < COMMIT_SPINS_BEFORE_PARK {
+                // Spin without the lock: the predecessor needs it to commit.
+                drop(chain);
+                spins += 1;
                 std::hint::spin_loop();
+                chain = self.chain_lock();
             } else {
-                thread::yield_now();
+                chain.waiters += 1;
+                chain = self.chain_progress.wait(chain).unwrap_or_else(PoisonError::into_inner);
+                chain.waiters -= 1;
             }
         }
-        // CRASH: the record is durable; until the commit word is, recovery ignores it.
-        if let Err(error) = segment.store_commit_word(offset + size) {
-            self.poison(&mut self.lock(), &error);
-            return Err(error);
+    }
+
+    fn chain_lock(&self) -> MutexGuard<'_, CommitChain> {
+        self.chain.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wake_chain(&self) {
+        let _chain = self.chain_lock();
+        self.chain_progress.notify_all();
+    }
+
+    /// pmem: commits `lsn` (whose predecessor is committed) and every durable successor waiting
+    /// in the chain. `unfenced` is the caller's record when it is not yet durable: it is
+    /// flushed behind the same fence as the commit word.
+    fn advance(
+        &self,
+        mut chain: MutexGuard<'_, CommitChain>,
+        lsn: Lsn,
+        segment: &Arc<Segment>,
+        end: u64,
+        unfenced: Option<(u64, u64)>,
+    ) -> Result<(), WalError> {
+        let mut last = lsn;
+        let mut current: (Arc<Segment>, u64) = (Arc::clone(segment), end);
+        let mut unfenced = unfenced;
+        let mut result = Ok(());
+        while let Some((next_segment, next_end)) = chain.done.remove(&last.next()) {
+            if !Arc::ptr_eq(&next_segment, &current.0) {
+                // The chain crosses into the next segment: the old one's word goes first.
+                result = commit_word(&current.0, current.1, unfenced.take());
+                if result.is_err() {
+                    break;
+                }
+                current.0 = next_segment;
+            }
+            current.1 = next_end;
+            last = last.next();
         }
-        self.committed.store(lsn.0, Ordering::Release);
-        Ok(lsn)
+        if result.is_ok() {
+            result = commit_word(&current.0, current.1, unfenced);
+        }
+        match result {
+            Ok(()) => {
+                self.committed.store(last.0, Ordering::Release);
+                if chain.waiters > 0 {
+                    self.chain_progress.notify_all();
+                }
+                Ok(())
+            }
+            Err(error) => {
+                drop(chain);
+                self.poison(&mut self.lock(), &error);
+                self.wake_chain();
+                Err(error)
+            }
+        }
     }
 
     /// The preparer: keeps one segment ready to install.
@@ -669,7 +810,8 @@ impl Shared {
                 return;
             }
             let pending = state.buffered > state.durable && state.written > state.durable;
-            if pending && state.poison.is_none() && !state.syncing {
+            let covered = state.round_target >= state.written;
+            if pending && state.poison.is_none() && !covered && state.rounds < MAX_SYNC_ROUNDS {
                 Counters::add(&self.counters.flusher_rounds, 1);
                 state = self.sync_round(state);
             }
@@ -683,4 +825,17 @@ fn grow(segment: &Segment, needed: u64) -> Result<u64, WalError> {
     segment.file.set_len(capacity)?;
     segment.file.sync_all()?;
     Ok(capacity)
+}
+
+/// Stores a segment's commit word and makes it durable, together with `record` (a range of
+/// the same segment not yet durable) behind the same fence.
+fn commit_word(segment: &Segment, end: u64, record: Option<(u64, u64)>) -> Result<(), WalError> {
+    // CRASH: from this store until the fence below, the word may become durable before the
+    // record's lines; recovery's checksum then stops at the record, which is unacknowledged.
+    segment.file.store_u64(COMMIT_WORD_OFFSET, end)?;
+    match record {
+        Some(range) => segment.file.persist_ranges(&[range, (COMMIT_WORD_OFFSET, 8)])?,
+        None => segment.file.persist(COMMIT_WORD_OFFSET, 8)?,
+    }
+    Ok(())
 }

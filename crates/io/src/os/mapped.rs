@@ -389,6 +389,55 @@ impl MappedFile {
         result
     }
 
+    pub(crate) fn persist_ranges(&self, ranges: &[(u64, u64)]) -> Result<()> {
+        let flush = pmem::cpu().flush;
+        let flushing = matches!(self.pmem_mode, Some(PmemMode::DaxMapSync | PmemMode::FlushOnly))
+            && flush != FlushInstruction::None;
+        if !flushing || ranges.len() < 2 {
+            // msync works range by range; a single range is a plain persist.
+            return ranges.iter().try_for_each(|&(offset, len)| self.persist(offset, len));
+        }
+        let mut ends = [0u64; 8];
+        if ranges.len() > ends.len() {
+            return ranges.chunks(ends.len()).try_for_each(|chunk| self.persist_ranges(chunk));
+        }
+        for (end, &(offset, len)) in ends.iter_mut().zip(ranges) {
+            *end = checked_end(Op::Persist, &self.path, offset, len)?;
+        }
+        IoStats::bump(&self.stats.persists);
+        let Some(guard) = self.gate.enter() else {
+            IoStats::bump(&self.stats.fallbacks_resizing);
+            return fdatasync(&self.fd, &self.path, &self.stats);
+        };
+        let mut starts = [std::ptr::null_mut::<u8>(); 8];
+        for ((start, end), &(offset, _)) in starts.iter_mut().zip(&ends).zip(ranges) {
+            match self.mapped_range(offset, *end) {
+                Some(pointer) => *start = pointer,
+                None => {
+                    drop(guard);
+                    IoStats::bump(&self.stats.fallbacks_outside_map);
+                    return fdatasync(&self.fd, &self.path, &self.stats);
+                }
+            }
+        }
+        let mut lines = 0;
+        for (start, &(_, len)) in starts.iter().zip(ranges) {
+            // SAFETY: each range is inside the live mapping, held by `guard`.
+            lines += unsafe { pmem::flush_range(flush, *start, len as usize) };
+        }
+        pmem::sfence();
+        IoStats::add(&self.stats.lines_flushed, lines);
+        IoStats::bump(&self.stats.fences);
+        let clean = self.fault_free();
+        drop(guard);
+        if !clean {
+            return self.after_fault(Op::Persist, ranges[0].0, ranges[0].1, || {
+                fdatasync(&self.fd, &self.path, &self.stats)
+            });
+        }
+        Ok(())
+    }
+
     pub(crate) fn store_u64(&self, offset: u64, value: u64) -> Result<()> {
         self.check_writable(Op::StoreU64)?;
         let end = checked_u64_slot(Op::StoreU64, &self.path, offset)?;

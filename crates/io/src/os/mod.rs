@@ -74,6 +74,9 @@ impl OsFile {
     pub(crate) fn persist(&self, offset: u64, len: u64) -> Result<()> {
         dispatch!(self, file => file.persist(offset, len))
     }
+    pub(crate) fn persist_ranges(&self, ranges: &[(u64, u64)]) -> Result<()> {
+        dispatch!(self, file => file.persist_ranges(ranges))
+    }
     pub(crate) fn store_u64(&self, offset: u64, value: u64) -> Result<()> {
         dispatch!(self, file => file.store_u64(offset, value))
     }

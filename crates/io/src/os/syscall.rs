@@ -172,6 +172,17 @@ impl SyscallFile {
         fdatasync(&self.fd, &self.path, &self.stats)
     }
 
+    pub(crate) fn persist_ranges(&self, ranges: &[(u64, u64)]) -> Result<()> {
+        for &(offset, len) in ranges {
+            checked_end(Op::Persist, &self.path, offset, len)?;
+        }
+        if ranges.is_empty() {
+            return Ok(());
+        }
+        IoStats::bump(&self.stats.persists);
+        fdatasync(&self.fd, &self.path, &self.stats)
+    }
+
     /// A pwrite of 8 bytes: not atomic against a crash on a block device (the crash model
     /// assumes nothing is), but a single call that no concurrent reader sees half-done.
     pub(crate) fn store_u64(&self, offset: u64, value: u64) -> Result<()> {

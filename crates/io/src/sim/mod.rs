@@ -683,9 +683,8 @@ impl SimFile {
             AccessMethod::Mmap => IoStats::add(&self.stats.write_bytes_mapped, len),
             AccessMethod::Pmem => {
                 IoStats::add(&self.stats.write_bytes_mapped, len);
-                let (nontemporal, lines) = pmem_copy_counts(offset, len);
+                let nontemporal = pmem_nontemporal_bytes(offset, len);
                 IoStats::add(&self.stats.write_bytes_nontemporal, nontemporal);
-                IoStats::add(&self.stats.lines_flushed, lines);
                 // A copy that streamed ends with a fence, as in `pmem::copy_to_pmem`.
                 IoStats::add(&self.stats.fences, u64::from(nontemporal > 0));
             }
@@ -780,6 +779,12 @@ impl SimFile {
         Ok(())
     }
 
+    /// Each range is persisted as its own op: a crash between two of them is one the real
+    /// flush order allows (lines are written back in any order until the fence).
+    pub(crate) fn persist_ranges(&self, ranges: &[(u64, u64)]) -> Result<()> {
+        ranges.iter().try_for_each(|&(offset, len)| self.persist(offset, len))
+    }
+
     pub(crate) fn store_u64(&self, offset: u64, value: u64) -> Result<()> {
         let mut state = self.begin(Op::StoreU64)?;
         self.check_writable(Op::StoreU64)?;
@@ -834,16 +839,14 @@ fn lines_touched(offset: u64, len: u64) -> u64 {
     last - offset / line + 1
 }
 
-/// What `pmem::copy_to_pmem` would report for a copy to file offset `offset` (mappings are
-/// page aligned, so file offsets and addresses agree modulo a cache line): non-temporal bytes
-/// for the 64-byte aligned body of a copy of 256 B or more, and flushed lines for the rest.
-fn pmem_copy_counts(offset: u64, len: u64) -> (u64, u64) {
+/// The non-temporal bytes `pmem::copy_to_pmem` would report for a copy to file offset
+/// `offset` (mappings are page aligned, so file offsets and addresses agree modulo a cache
+/// line): the 64-byte aligned body of a copy of 256 B or more.
+fn pmem_nontemporal_bytes(offset: u64, len: u64) -> u64 {
     let line = PMEM_GRANULARITY_BYTES;
     if len < NT_THRESHOLD_BYTES as u64 {
-        return (0, lines_touched(offset, len));
+        return 0;
     }
     let head = ((line - offset % line) % line).min(len);
-    let body = (len - head) / line * line;
-    let tail = len - head - body;
-    (body, lines_touched(offset, head) + lines_touched(offset + head + body, tail))
+    (len - head) / line * line
 }

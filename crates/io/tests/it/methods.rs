@@ -240,3 +240,34 @@ fn eviction_leaves_a_disk_file_cold_and_says_how() {
     let report = evict_file(&file).expect("evict on tmpfs");
     assert_eq!(report.method, EvictionMethod::NotApplicable, "tmpfs has nothing colder");
 }
+
+#[test]
+fn persist_ranges_flushes_every_range_behind_one_fence() {
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
+    let storage = Storage::Os;
+    let options = OpenOptions::new(AccessMethod::Pmem).create(true).chunk_bytes(1 << 20);
+    let file = storage.open(dir.path().join("ranges"), &options).unwrap();
+    file.write_at(&pattern(300, 1), 4096).unwrap();
+    file.store_u64(64, 4396).unwrap();
+    let before = file.stats();
+    file.persist_ranges(&[(4096, 300), (64, 8)]).unwrap();
+    let delta = file.stats().since(&before);
+    if file.pmem_mode() == Some(PmemMode::FlushOnly) {
+        assert_eq!((delta.persists, delta.fences, delta.msyncs), (1, 1, 0), "{delta:?}");
+        assert_eq!(delta.lines_flushed, 5 + 1, "{delta:?}");
+    } else {
+        assert!(delta.msyncs + delta.syncs >= 1, "{delta:?}");
+    }
+    file.persist_ranges(&[]).unwrap();
+    let error = file.persist_ranges(&[(0, 8), (u64::MAX - 4, 8)]).unwrap_err();
+    assert!(error.to_string().contains("persist"), "{error}");
+    // The syscall method syncs once for any number of ranges.
+    let plain = storage
+        .open(dir.path().join("plain"), &OpenOptions::new(AccessMethod::Syscall).create(true))
+        .unwrap();
+    plain.write_at(b"abc", 0).unwrap();
+    let before = plain.stats();
+    plain.persist_ranges(&[(0, 1), (1, 2)]).unwrap();
+    assert_eq!(plain.stats().since(&before).syncs, 1);
+}

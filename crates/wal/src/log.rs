@@ -10,7 +10,8 @@
 //!   lock, fdatasyncs every segment that may hold unsynced records up to `target` (sealed
 //!   ones first, then the active one), retakes the lock, raises `durable` to `target` and
 //!   wakes the waiters. Appenders arriving during a round reserve and copy freely; the next
-//!   leader syncs all of them with one fdatasync.
+//!   leader syncs all of them with one fdatasync. Before leading, a leader waits briefly for
+//!   appenders that are inside `append` but have not written yet (`gather`).
 //!   The background flusher runs the same round for `Buffered` records every
 //!   `flush_interval`.
 //! - **pmem, FLEX.** Commits happen in LSN order under the commit lock (`CommitChain`), which
@@ -46,9 +47,10 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use tierkv_io::Storage;
 
@@ -60,6 +62,14 @@ use crate::{Durability, Lsn, RecordType, WalError, WalOptions, WalStats};
 
 /// Spins on the pmem commit chain before parking.
 const COMMIT_SPINS_BEFORE_PARK: u32 = 256;
+
+/// A group-commit leader waits at most the recent fdatasync time divided by this for other
+/// appenders to write (measured on ext4 in a VM: 2 and 4 appenders get 1.4x and 1.3x the
+/// commits/s of no wait; a quarter or a half of the sync time cost more than it gathered).
+const GATHER_DIVISOR: u64 = 8;
+
+/// The longest a group-commit leader waits for other appenders to write.
+const GATHER_MAX: Duration = Duration::from_micros(500);
 
 /// fdatasync rounds that may run at once: one. Overlapping rounds on one file are unsafe and
 /// did not help: Linux reports a writeback error to only one of the fdatasync calls running
@@ -103,6 +113,8 @@ struct Shared {
     durable_cv: Condvar,
     /// Wakes the background threads.
     work: Condvar,
+    /// file: appenders inside `append`.
+    active: AtomicUsize,
     /// pmem: the last committed LSN, written under `chain`, read without it.
     committed: AtomicU64,
     /// pmem: records persisted out of order, waiting for their predecessors.
@@ -166,6 +178,8 @@ struct State {
     waiters: usize,
     /// Appenders blocked on `written_cv`.
     written_waiters: usize,
+    /// Recent fdatasync time (exponential moving average), nanoseconds.
+    sync_ns_ema: u64,
 }
 
 impl State {
@@ -237,6 +251,7 @@ impl Wal {
             closed: false,
             waiters: 0,
             written_waiters: 0,
+            sync_ns_ema: 0,
         };
         let shared = Arc::new(Shared {
             storage: storage.clone(),
@@ -248,6 +263,7 @@ impl Wal {
             durable_cv: Condvar::new(),
             work: Condvar::new(),
             committed: AtomicU64::new(last.0),
+            active: AtomicUsize::new(0),
             chain: Mutex::new(CommitChain::default()),
             chain_progress: Condvar::new(),
             poisoned: AtomicBool::new(false),
@@ -275,6 +291,20 @@ impl Wal {
         }
         let shared = &*self.shared;
         let size = format::record_bytes(payload.len());
+        shared.active.fetch_add(1, Ordering::Relaxed);
+        let result = self.append_counted(kind, payload, durability, size);
+        shared.active.fetch_sub(1, Ordering::Relaxed);
+        result
+    }
+
+    fn append_counted(
+        &self,
+        kind: RecordType,
+        payload: &[u8],
+        durability: Durability,
+        size: u64,
+    ) -> Result<Lsn, WalError> {
+        let shared = &*self.shared;
         let (lsn, segment, offset) = shared.reserve(size)?;
         let written = ENCODE_BUFFER.with(|cell| {
             let mut buffer = cell.borrow_mut();
@@ -593,7 +623,10 @@ impl Shared {
             }
             self.check_open(&state)?;
             if self.may_lead(&state, lsn) {
-                state = self.sync_round(state);
+                state = self.gather(state);
+                if self.may_lead(&state, lsn) {
+                    state = self.sync_round(state);
+                }
             } else if state.written < lsn {
                 // An earlier record is still being copied in.
                 state.written_waiters += 1;
@@ -603,6 +636,37 @@ impl Shared {
                 // A running round covers this record, or the next must wait for it to end.
                 state = self.durable_cv.wait(state).unwrap_or_else(PoisonError::into_inner);
             }
+        }
+    }
+
+    /// file: before leading a round, waits briefly (an eighth of the recent fdatasync time,
+    /// at most `GATHER_MAX`) for appenders that are inside `append` but have not written yet,
+    /// typically the previous round's leader, which returned and is appending again. Without
+    /// it two appenders alternate, one record per fdatasync each.
+    fn gather<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let budget = Duration::from_nanos(state.sync_ns_ema / GATHER_DIVISOR).min(GATHER_MAX);
+        if budget.is_zero() {
+            return state;
+        }
+        let deadline = Instant::now() + budget;
+        loop {
+            let reserved = state.next_lsn.0 - 1;
+            let pending = reserved - state.durable.0;
+            let active = self.active.load(Ordering::Relaxed) as u64;
+            if active <= pending && state.written.0 == reserved {
+                return state;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return state;
+            }
+            state.written_waiters += 1;
+            let (next, _) = self
+                .written_cv
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner);
+            state = next;
+            state.written_waiters -= 1;
         }
     }
 
@@ -624,10 +688,15 @@ impl Shared {
             state.unsynced_sealed.iter().map(|(segment, _)| Arc::clone(segment)).collect();
         files.push(Arc::clone(&state.active().segment));
         drop(state);
+        let started = Instant::now();
         // CRASH: until this completes, records after `durable` may or may not survive.
         let result = files.iter().try_for_each(|segment| segment.file.sync_data());
+        let took_ns = started.elapsed().as_nanos() as u64;
+        Counters::add(&self.counters.sync_ns, took_ns);
         let mut state = self.lock();
         state.rounds -= 1;
+        state.sync_ns_ema =
+            if state.sync_ns_ema == 0 { took_ns } else { (state.sync_ns_ema * 7 + took_ns) / 8 };
         match result {
             Ok(()) => {
                 if target > state.durable {

@@ -16,6 +16,9 @@ pub struct WalStats {
     pub synced_records: u64,
     /// Sync rounds run by the background flusher (for `Buffered` appends).
     pub flusher_rounds: u64,
+    /// Nanoseconds spent in the fdatasync calls of sync rounds (the device's busy time, as
+    /// the log sees it).
+    pub sync_ns: u64,
     /// Segments the log moved to.
     pub rotations: u64,
     /// Rotations that had to wait because no prepared segment was ready.
@@ -33,6 +36,7 @@ pub(crate) struct Counters {
     pub sync_rounds: AtomicU64,
     pub synced_records: AtomicU64,
     pub flusher_rounds: AtomicU64,
+    pub sync_ns: AtomicU64,
     pub rotations: AtomicU64,
     pub rotation_waits: AtomicU64,
     pub segments_prepared: AtomicU64,
@@ -52,6 +56,7 @@ impl Counters {
             sync_rounds: get(&self.sync_rounds),
             synced_records: get(&self.synced_records),
             flusher_rounds: get(&self.flusher_rounds),
+            sync_ns: get(&self.sync_ns),
             rotations: get(&self.rotations),
             rotation_waits: get(&self.rotation_waits),
             segments_prepared: get(&self.segments_prepared),

@@ -122,6 +122,9 @@ pub struct WalPoint {
     pub latency_ns_max: u64,
     /// Records made durable per fdatasync round (file backend; 0 for pmem).
     pub records_per_sync: f64,
+    /// Share of the wall time an fdatasync was running (file backend; 0 for pmem): below 1,
+    /// the device waited for the log between rounds.
+    pub sync_busy: f64,
     /// Segment rotations during the point.
     pub rotations: u64,
     /// Rotations that waited for a segment to be prepared.
@@ -354,6 +357,7 @@ fn run_point(
         latency_ns_p999: latency.value_at_quantile(0.999),
         latency_ns_max: latency.max(),
         records_per_sync: if rounds == 0 { 0.0 } else { synced as f64 / rounds as f64 },
+        sync_busy: (stats.sync_ns - before.sync_ns) as f64 / 1e9 / elapsed_s,
         rotations: stats.rotations - before.rotations,
         rotation_waits: stats.rotation_waits - before.rotation_waits,
         elapsed_s,

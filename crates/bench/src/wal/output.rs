@@ -75,7 +75,7 @@ pub fn print_table(report: &WalReport, out: &mut dyn Write) -> std::io::Result<(
     )?;
     writeln!(
         out,
-        "{:<8} {:<10} {:>4} {:>7} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        "{:<8} {:<10} {:>4} {:>7} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6}",
         "backend",
         "mode",
         "thr",
@@ -86,12 +86,13 @@ pub fn print_table(report: &WalReport, out: &mut dyn Write) -> std::io::Result<(
         "p99.9",
         "max",
         "rec/sync",
+        "busy",
         "cpu s"
     )?;
     for point in &report.points {
         writeln!(
             out,
-            "{:<8} {:<10} {:>4} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6.2}",
+            "{:<8} {:<10} {:>4} {:>7} {:>12.0} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6.2}",
             point.backend,
             point.pmem_mode.map_or("-", |mode| mode.name()),
             point.threads,
@@ -103,6 +104,11 @@ pub fn print_table(report: &WalReport, out: &mut dyn Write) -> std::io::Result<(
             latency(point.latency_ns_max),
             if point.records_per_sync > 0.0 {
                 format!("{:.1}", point.records_per_sync)
+            } else {
+                "-".into()
+            },
+            if point.sync_busy > 0.0 {
+                format!("{:.0}%", point.sync_busy * 100.0)
             } else {
                 "-".into()
             },

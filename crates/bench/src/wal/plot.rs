@@ -630,6 +630,7 @@ mod tests {
             latency_ns_p999: 90_000,
             latency_ns_max: 1_000_000,
             records_per_sync: 1.0,
+            sync_busy: 0.5,
             rotations: 0,
             rotation_waits: 0,
             elapsed_s: 1.0,

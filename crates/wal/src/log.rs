@@ -105,7 +105,8 @@ struct Shared {
     dir: PathBuf,
     options: WalOptions,
     state: Mutex<State>,
-    /// Wakes appenders waiting for `written`, `durable`, a sync round or a rotation.
+    /// Wakes appenders waiting for a rotation (a prepared or grown segment), and everyone at
+    /// a poisoning or a close.
     progress: Condvar,
     /// Wakes appenders waiting for earlier records to be written before they can lead.
     written_cv: Condvar,
@@ -291,6 +292,10 @@ impl Wal {
         }
         let shared = &*self.shared;
         let size = format::record_bytes(payload.len());
+        if shared.options.backend == Backend::Pmem {
+            return self.append_counted(kind, payload, durability, size);
+        }
+        // Only group commit's gathering reads the count; the pmem path does not pay for it.
         shared.active.fetch_add(1, Ordering::Relaxed);
         let result = self.append_counted(kind, payload, durability, size);
         shared.active.fetch_sub(1, Ordering::Relaxed);
@@ -503,6 +508,7 @@ impl Shared {
     /// active one is full.
     fn reserve(&self, size: u64) -> Result<(Lsn, Arc<Segment>, u64), WalError> {
         let mut state = self.lock();
+        let mut waited = false;
         loop {
             self.check_open(&state)?;
             if state.rotating {
@@ -541,7 +547,10 @@ impl Shared {
                 self.install(&mut state, prepared);
                 continue;
             }
-            Counters::add(&self.counters.rotation_waits, 1);
+            if !waited {
+                waited = true;
+                Counters::add(&self.counters.rotation_waits, 1);
+            }
             if !state.preparing {
                 if let Some(error) = state.prepare_error.take() {
                     // Not poisoned: nothing was written. The next append that needs the

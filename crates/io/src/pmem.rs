@@ -7,13 +7,13 @@
 //! caller relies on durability, so the weak ordering of clwb and clflushopt is safe.
 //!
 //! Copies of `NT_THRESHOLD_BYTES` (256 B) or more use non-temporal stores for the 64-byte
-//! aligned body, so the data goes to memory without polluting the cache and without a flush;
-//! the unaligned head and tail are copied with ordinary stores and flushed. Smaller copies use
-//! ordinary stores and a flush of each touched line. A copy that streamed ends with `sfence`:
-//! non-temporal stores are weakly ordered, and without the fence another thread that
-//! synchronises with this one (a release store, a lock) could still read the old bytes; Rust's
-//! documentation of the streaming intrinsics requires it. Durability of the flushed head and
-//! tail lines still waits for the fence of `persist`.
+//! aligned body, so the data goes to memory without polluting the cache; the unaligned head
+//! and tail, and smaller copies, use ordinary stores. Copies never flush: `persist` flushes the
+//! range's lines and fences (flushing in the copy too would flush twice, and the locked
+//! instructions after a copy would wait for those flushes like a fence). A copy that streamed
+//! ends with `sfence`: non-temporal stores are weakly ordered, and without the fence another
+//! thread that synchronises with this one (a release store, a lock) could still read the old
+//! bytes; Rust's documentation of the streaming intrinsics requires it.
 //!
 //! Must never: be called on memory that is not a live mapping of at least the given length.
 

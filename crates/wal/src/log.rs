@@ -64,7 +64,7 @@ use crate::{Durability, Lsn, RecordType, WalError, WalOptions, WalStats};
 const COMMIT_SPINS_BEFORE_PARK: u32 = 256;
 
 /// A group-commit leader waits at most the recent fdatasync time divided by this for other
-/// appenders to write (measured on ext4 in a VM: 2 and 4 appenders get 1.4x and 1.3x the
+/// appenders to write (one run on ext4 in a VM: 2 and 4 appenders got 1.4x and 1.3x the
 /// commits/s of no wait; a quarter or a half of the sync time cost more than it gathered).
 const GATHER_DIVISOR: u64 = 8;
 

@@ -7,8 +7,8 @@
 //!
 //! The `pmem` method adds, per `PmemMode`:
 //! - `DaxMapSync` (`MAP_SHARED_VALIDATE | MAP_SYNC` accepted) and `FlushOnly` (memory file
-//!   systems): writes are non-temporal copies for 256 B and more, otherwise stores plus a flush
-//!   of each line; `persist` flushes the range's lines and fences, with no system call.
+//!   systems): writes are non-temporal copies for 256 B and more, otherwise plain stores;
+//!   `persist` flushes the range's lines and fences, with no system call.
 //! - `Msync`: writes are plain copies; `persist` is `msync(MS_SYNC)` of the range's pages.
 //!
 //! Invariants:
@@ -264,8 +264,8 @@ impl MappedFile {
         self.write_syscall(buf, offset)
     }
 
-    /// Copies into the mapping: pmem copies (non-temporal or flushed) where flushing is how
-    /// data becomes durable, plain copies otherwise.
+    /// Copies into the mapping: pmem copies (non-temporal for 256 B and more) where flushing is
+    /// how data becomes durable, plain copies otherwise.
     ///
     /// # Safety
     /// `target` must be valid for `buf.len()` bytes of writes inside the mapping, held by a

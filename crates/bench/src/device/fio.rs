@@ -318,14 +318,21 @@ pub fn compare(
         // always runs second, after the other has warmed or dirtied a host-cached disk.
         // run_point prepares the cache itself (for `direct`: dirty pages written back and
         // dropped); fio gets the same preparation before it runs.
+        let mut run_ours = || -> Result<(), BenchError> {
+            ours_bytes_per_s.push(target.run_point(spec, config.duration)?.bytes_per_s);
+            Ok(())
+        };
+        let mut run_theirs = || -> Result<(), BenchError> {
+            target.prepare_cache(spec)?;
+            fio_bytes_per_s.push(run_fio(&args, spec.op)?);
+            Ok(())
+        };
         if repeat % 2 == 0 {
-            ours_bytes_per_s.push(target.run_point(spec, config.duration)?.bytes_per_s);
-            target.prepare_cache(spec)?;
-            fio_bytes_per_s.push(run_fio(&args, spec.op)?);
+            run_ours()?;
+            run_theirs()?;
         } else {
-            target.prepare_cache(spec)?;
-            fio_bytes_per_s.push(run_fio(&args, spec.op)?);
-            ours_bytes_per_s.push(target.run_point(spec, config.duration)?.bytes_per_s);
+            run_theirs()?;
+            run_ours()?;
         }
         let size = file_size(target.path())?;
         if size != target.file_bytes() {

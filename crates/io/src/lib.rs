@@ -57,6 +57,7 @@
 mod aligned;
 mod error;
 mod file;
+pub mod futex;
 pub mod machine;
 mod options;
 mod os;

@@ -142,6 +142,70 @@ fn concurrent_sync_appenders_share_fdatasyncs() {
     assert_eq!(records.len(), threads * per_thread);
 }
 
+/// Group commit's hand-offs (the gathering leader, the futex that wakes waiters, the peak of
+/// waiters decaying as appenders leave) never strand an appender: threads of different
+/// lengths mix `Sync`, `Buffered` and `None` with a busy flusher, and every one finishes.
+#[test]
+fn mixed_durabilities_from_threads_that_come_and_go_all_finish() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = WalOptions {
+        segment_bytes: 64 << 10,
+        flush_interval: Duration::from_millis(1),
+        ..WalOptions::default()
+    };
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), options.clone());
+    let wal = Arc::new(wal);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let threads = 8;
+    let mut expected = 0;
+    for thread in 0..threads {
+        // Thread t appends 10 * (t + 1) records, so appenders leave one by one.
+        let count = 10 * (thread + 1);
+        expected += count;
+        let wal = Arc::clone(&wal);
+        let done_tx = done_tx.clone();
+        // Not scoped: a stranded appender must fail the test below, not hang it.
+        std::thread::spawn(move || {
+            let mut synced = Vec::new();
+            for sequence in 0..count {
+                let durability = match sequence % 3 {
+                    0 => Durability::Sync,
+                    1 => Durability::Buffered,
+                    _ => Durability::None,
+                };
+                let lsn = wal
+                    .append(kind(), &payload(thread, sequence, 64), durability)
+                    .expect("append");
+                if durability == Durability::Sync {
+                    assert!(wal.durable_lsn() >= lsn, "a Sync append returned before durable");
+                    synced.push(lsn);
+                }
+            }
+            done_tx.send(synced.len()).expect("report");
+        });
+    }
+    drop(done_tx);
+    // A hang guard, not a speed check: each thread gets up to 600 waits of 100 ms.
+    let mut finished = 0;
+    let mut naps = 0;
+    while finished < threads {
+        match done_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(_) => finished += 1,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                naps += 1;
+                assert!(naps <= 600, "{} of {threads} appenders never finished", threads - finished);
+            }
+            Err(error) => panic!("an appender panicked: {error}"),
+        }
+    }
+    assert_eq!(wal.stats().appends, expected as u64);
+    wal.sync().expect("sync");
+    let wal = Arc::into_inner(wal).expect("the only reference");
+    wal.close().expect("close");
+    let (_wal, records, _) = open_collect(&Storage::Os, dir.path(), options);
+    assert_eq!(records.len(), expected);
+}
+
 #[test]
 fn buffered_appends_become_durable_within_the_flush_interval() {
     let dir = tempfile::tempdir().expect("dir");

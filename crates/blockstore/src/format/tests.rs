@@ -1,0 +1,146 @@
+use super::*;
+
+fn header(id: u64, group: u64, index: u32, count: u32, stored: &[u8]) -> BlockHeader {
+    BlockHeader {
+        flags: if index + 1 == count { FLAG_LAST_IN_GROUP } else { 0 },
+        codec: Codec::None,
+        id: BlockId(id),
+        group: GroupId(group),
+        version: GroupId(group),
+        stored_len: stored.len() as u32,
+        raw_len: stored.len() as u32,
+        index,
+        count,
+    }
+}
+
+#[test]
+fn a_block_round_trips_and_is_padded_to_the_alignment() {
+    let payload = b"hello block store";
+    let h = header(7, 3, 1, 2, payload);
+    let mut out = Vec::new();
+    encode_block(&mut out, &h, payload);
+    assert_eq!(out.len() as u64, h.footprint());
+    assert_eq!(out.len() as u64 % BLOCK_ALIGN, 0);
+    let decoded = decode_header(&out).expect("decodes");
+    assert_eq!(decoded, h);
+    assert!(decoded.is_last());
+    verify_block(&out[..BLOCK_HEADER_BYTES], &out[BLOCK_HEADER_BYTES..][..payload.len()])
+        .expect("checksum");
+}
+
+#[test]
+fn zeroes_are_the_end_and_never_a_block() {
+    assert_eq!(decode_header(&[0u8; 64]), Err(HeaderProblem::Zero));
+    assert!(matches!(decode_header(&[0u8; 10]), Err(HeaderProblem::Invalid(_))));
+}
+
+#[test]
+fn every_flipped_bit_of_a_block_is_caught() {
+    let payload: Vec<u8> = (0..200u32).map(|i| (i * 7) as u8).collect();
+    let h = header(99, 12, 0, 1, &payload);
+    let mut block = Vec::new();
+    encode_block(&mut block, &h, &payload);
+    let used = BLOCK_HEADER_BYTES + payload.len();
+    for byte in 0..used {
+        for bit in 0..8 {
+            let mut damaged = block.clone();
+            damaged[byte] ^= 1 << bit;
+            let caught = match decode_header(&damaged) {
+                Err(_) => true,
+                Ok(decoded) => {
+                    decoded.stored_len != h.stored_len
+                        || verify_block(&damaged[..BLOCK_HEADER_BYTES], &damaged[BLOCK_HEADER_BYTES..used])
+                            .is_err()
+                }
+            };
+            assert!(caught, "a flip of bit {bit} of byte {byte} went unnoticed");
+        }
+    }
+}
+
+#[test]
+fn compression_round_trips_and_falls_back_when_it_does_not_pay() {
+    let text = b"abcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcdabcd".repeat(64);
+    for codec in [Codec::Lz4, Codec::Zstd] {
+        let (used, stored) = compress(codec, &text);
+        assert_eq!(used, codec);
+        assert!(stored.len() < text.len());
+        assert_eq!(decompress(used, &stored, text.len()).expect("decompresses"), text);
+        // A wrong raw length is an error, not a short or padded result.
+        assert!(decompress(used, &stored, text.len() + 1).is_err());
+    }
+    let noise: Vec<u8> = (0..512).map(|_| fastrand::u8(..)).collect();
+    let (used, stored) = compress(Codec::Lz4, &noise);
+    assert_eq!(used, Codec::None);
+    assert_eq!(stored, noise);
+}
+
+#[test]
+fn headers_that_break_the_rules_are_rejected() {
+    let payload = b"x";
+    let mut good = Vec::new();
+    encode_block(&mut good, &header(1, 5, 0, 1, payload), payload);
+    let cases: [(usize, u8, &str); 5] = [
+        (4, 9, "version"),
+        (5, 0x80, "flags"),
+        (6, 7, "codec"),
+        (7, 1, "reserved"),
+        (50, 1, "reserved tail"),
+    ];
+    for (at, value, what) in cases {
+        let mut bad = good.clone();
+        bad[at] = value;
+        assert!(decode_header(&bad).is_err(), "{what} accepted");
+    }
+    // A length over the limit.
+    let mut bad = good.clone();
+    bad[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(decode_header(&bad).is_err());
+}
+
+#[test]
+fn segment_and_map_headers_round_trip_and_reject_damage() {
+    let seg = SegmentHeader { number: 42, capacity: 1 << 20 };
+    let bytes = encode_segment_header(&seg);
+    assert_eq!(bytes.len() as u64, BLOCKS_START);
+    assert_eq!(decode_segment_header(&bytes), Ok(seg));
+    let mut bad = bytes.clone();
+    bad[20] ^= 1;
+    assert!(decode_segment_header(&bad).is_err());
+
+    let entries = vec![
+        (
+            BlockId(3),
+            Location { segment: 1, offset: 4096, version: GroupId(2), stored_len: 10, raw_len: 10 },
+        ),
+        (
+            BlockId(9),
+            Location { segment: 2, offset: 8192, version: GroupId(4), stored_len: 5, raw_len: 20 },
+        ),
+    ];
+    let head = MapHeader {
+        sequence: 3,
+        scan_segment: 2,
+        scan_offset: 8256,
+        next_group: GroupId(5),
+        entries: 2,
+    };
+    let map = encode_map(&head, &entries);
+    assert_eq!(decode_map(&map), Ok((head, entries)));
+    for at in [0, 17, 70, map.len() - 1] {
+        let mut bad = map.clone();
+        bad[at] ^= 0x10;
+        assert!(decode_map(&bad).is_err(), "a flip at {at} went unnoticed");
+    }
+    assert!(decode_map(&map[..map.len() - 3]).is_err());
+}
+
+#[test]
+fn file_names_parse_back() {
+    assert_eq!(parse_segment_file_name(&segment_file_name(0xabc)), Some(0xabc));
+    assert_eq!(parse_map_file_name(&map_file_name(7)), Some(7));
+    assert_eq!(parse_segment_file_name("00000000000000zz.blk"), None);
+    assert_eq!(parse_segment_file_name("1.blk"), None);
+    assert_eq!(parse_map_file_name(&segment_file_name(1)), None);
+}

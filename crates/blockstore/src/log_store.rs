@@ -1,0 +1,1494 @@
+//! `LogStore`: blocks appended to segment files in atomic groups, a map from id to location
+//! that changes only once a group is durable, map checkpoints, recovery, and cleaning.
+//!
+//! **Writing a group** (`apply_group`): payloads are compressed with no lock held. Under the
+//! writer lock the group gets the next `GroupId` and a contiguous range at the tail of the
+//! active segment; its blocks are encoded (the last one carries the last-in-group flag) and
+//! written with one pwrite. The writer lock is released, and the group waits for an
+//! fdatasync of the active segment: one round at a time, led by whichever waiter finds none
+//! running, covering every group written before it began (group commit). Only then are the
+//! group's blocks applied to the map, so a reader never sees a partial group.
+//!
+//! **Rotation**: a group that does not fit the active segment goes to a new one. Before the
+//! first write to it, the old segment is synced, under the writer lock: a segment is complete
+//! and durable before its successor holds anything, so recovery can treat the first invalid
+//! block of any segment but the last as damage, not as a torn tail.
+//!
+//! **Map checkpoints** (`checkpoint`): the map is written to `{sequence}.map` (temp file,
+//! sync, rename, directory sync) with the position where recovery's scan must start: the
+//! earliest group written but not yet applied to the map, or else the tail.
+//!
+//! **Recovery** (`open`): load the newest map checkpoint, then scan the segments from its scan
+//! position in order, applying complete groups. The version of each block (the group that
+//! wrote its content) decides between copies, so replay is idempotent and order-independent
+//! for content. The first invalid block or incomplete group in the last segment is the torn
+//! tail: the file is cut there and refilled with zeros. Recovery's time is bounded by the log
+//! written after the checkpoint.
+//!
+//! **Cleaning** (`clean_once`, in the background by default): while the segment files hold
+//! more than `space_target` times the live bytes, the sealed segment with the fewest live
+//! bytes among those wholly before the checkpoint's scan position is emptied: its live blocks
+//! are copied to the tail in relocation groups (same version, `FLAG_RELOCATED`), each made
+//! durable and then applied only where the map still points at the old copy; then the file is
+//! deleted. Only segments before the scan position are cleaned, so a tombstone that recovery
+//! still needs is never deleted, and the checkpoint's entries that pointed into the deleted
+//! segment are corrected by the relocation groups, which lie after the scan position.
+//!
+//! Invariants:
+//! 1. Group ids grow with log position: a group's id is larger than every id before it in the
+//!    log. Each group lies within one segment.
+//! 2. The map points only at durable blocks of complete groups, and for each id at the copy
+//!    with the highest version (for equal versions, the latest copy).
+//! 3. Every segment but the active one is durable in full; the active one is durable up to
+//!    the last group whose round completed.
+//! 4. No lock is held across an fdatasync that keeps other writers from writing their groups
+//!    (the rotation sync is the exception, once per segment). Readers never take the writer
+//!    lock; they hold the index lock only to look up a location.
+//! 5. After a failed write or sync the store is poisoned and acknowledges nothing more.
+//!
+//! Must never: apply a group to the map before its fdatasync returned; delete a segment that
+//! the map, or recovery from the last checkpoint, still needs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
+
+use crate::format::{
+    self, BlockHeader, Codec, HeaderProblem, Location, MapHeader, SegmentHeader,
+    BLOCKS_START, BLOCK_HEADER_BYTES, FLAG_LAST_IN_GROUP, FLAG_RELOCATED, FLAG_TOMBSTONE,
+    MAX_BLOCK_BYTES, MAX_GROUP_BLOCKS,
+};
+use crate::read;
+use crate::stats::Counters;
+use crate::{
+    BlockError, BlockId, BlockStore, BlockWrite, GroupId, RecoveryReport, StoreKind,
+    StoreOptions, StoreStats, VerifyReport,
+};
+
+/// Bytes of a relocation group at most (cleaning copies live blocks in groups of this size).
+const RELOCATION_GROUP_BYTES: u64 = 4 << 20;
+
+/// Bytes read at a time while recovery scans a segment.
+const SCAN_WINDOW_BYTES: usize = 1 << 20;
+
+/// How often the background thread looks for work when nobody wakes it.
+const MAINTENANCE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Segments cleaned per wake of the background thread at most, so it checks for a close.
+const CLEANS_PER_WAKE: usize = 8;
+
+/// A periodic map checkpoint waits for at least this many times its own size of log, so
+/// that checkpoints of a large map cost a bounded share of the writes.
+const CHECKPOINT_COST_RATIO: u64 = 16;
+
+/// Writers clean themselves once the files exceed the space target times this.
+const HARD_LIMIT_FACTOR: f64 = 1.1;
+
+/// A segment is worth cleaning only if it frees at least `1 - this` of its size.
+const CLEAN_MAX_LIVE_SHARE: f64 = 0.85;
+
+/// The log-structured block store. See the module header.
+pub struct LogStore {
+    shared: Arc<Shared>,
+    maintenance: Mutex<Option<JoinHandle<()>>>,
+    report: RecoveryReport,
+}
+
+/// One segment file, with a handle for appends and one for reads by the configured method.
+struct SegmentFile {
+    number: u64,
+    path: PathBuf,
+    writer: File,
+    reader: File,
+}
+
+struct SegmentInfo {
+    file: Arc<SegmentFile>,
+    /// Bytes of the file.
+    capacity: u64,
+    /// Footprint of the blocks the map points at in it.
+    live_bytes: u64,
+}
+
+/// What readers look at: the map and the segments, with the space figures.
+#[derive(Default)]
+struct Index {
+    map: HashMap<BlockId, Location>,
+    /// Tombstones that recovery from the last checkpoint may still need (at or after its
+    /// scan position), by position: (segment, offset) → (id, version). Cleaning copies them.
+    tombstones: BTreeMap<(u64, u64), (BlockId, GroupId)>,
+    segments: BTreeMap<u64, SegmentInfo>,
+    live_bytes: u64,
+    file_bytes: u64,
+}
+
+impl Index {
+    /// Points `id` at `location`, keeping the live-byte figures.
+    fn set(&mut self, id: BlockId, location: Location) {
+        if let Some(old) = self.map.insert(id, location) {
+            self.unaccount(&old);
+        }
+        self.live_bytes += location.footprint();
+        if let Some(info) = self.segments.get_mut(&location.segment) {
+            info.live_bytes += location.footprint();
+        }
+    }
+
+    fn remove(&mut self, id: BlockId) {
+        if let Some(old) = self.map.remove(&id) {
+            self.unaccount(&old);
+        }
+    }
+
+    fn unaccount(&mut self, old: &Location) {
+        self.live_bytes -= old.footprint();
+        if let Some(info) = self.segments.get_mut(&old.segment) {
+            info.live_bytes -= old.footprint();
+        }
+    }
+}
+
+/// The tail of the log, under the writer lock.
+struct Writer {
+    active: Arc<SegmentFile>,
+    capacity: u64,
+    tail: u64,
+    next_group: u64,
+    buffer: Vec<u8>,
+}
+
+/// Group commit.
+#[derive(Default)]
+struct SyncState {
+    /// The last group written.
+    written: u64,
+    /// Every group up to this one is durable.
+    durable: u64,
+    /// A round is running.
+    running: bool,
+    /// The segment holding `written`.
+    segment: Option<Arc<SegmentFile>>,
+}
+
+/// Groups written but not yet applied to the map, and the tail: where a checkpoint's scan
+/// must start. Written under the writer lock; read under the index lock.
+#[derive(Default)]
+struct Inflight {
+    groups: BTreeMap<u64, (u64, u64)>,
+    tail: (u64, u64),
+    next_group: u64,
+    bytes_since_checkpoint: u64,
+}
+
+#[derive(Default)]
+struct CheckpointState {
+    /// Sequence number of the last checkpoint written or loaded (0: none).
+    sequence: u64,
+    /// Where its recovery scan starts: (segment, offset).
+    scan: (u64, u64),
+}
+
+struct Shared {
+    storage: Storage,
+    dir: PathBuf,
+    options: StoreOptions,
+    index: RwLock<Index>,
+    writer: Mutex<Writer>,
+    sync: Mutex<SyncState>,
+    synced: Condvar,
+    inflight: Mutex<Inflight>,
+    checkpoint: Mutex<CheckpointState>,
+    cleaning: Mutex<()>,
+    poison: Mutex<Option<String>>,
+    poisoned: AtomicBool,
+    closed: AtomicBool,
+    /// Wakes the background thread (the flag: stop).
+    wake: Condvar,
+    wake_lock: Mutex<bool>,
+    /// The last error the background thread met, for `stats` readers and tests.
+    background_error: Mutex<Option<String>>,
+    counters: Counters,
+}
+
+/// A block ready to encode.
+struct Prepared {
+    id: BlockId,
+    flags: u8,
+    codec: Codec,
+    stored: Vec<u8>,
+    raw_len: u32,
+    /// Set for a cleaning copy: the content's original version.
+    version: Option<GroupId>,
+}
+
+/// Where a written block went.
+struct Placed {
+    id: BlockId,
+    location: Location,
+    tombstone: bool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl LogStore {
+    /// Opens (creating if missing) the store in `dir`, recovering it first.
+    pub fn open(
+        storage: &Storage,
+        dir: impl AsRef<Path>,
+        options: StoreOptions,
+    ) -> Result<LogStore, BlockError> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        let started = Instant::now();
+        create_dir_durably(storage, &dir)?;
+        let mut recovered = recover(storage, &dir, &options)?;
+        recovered.report.elapsed = started.elapsed();
+        let Recovered { index, writer, checkpoint, report } = recovered;
+        let inflight = Inflight {
+            groups: BTreeMap::new(),
+            tail: (writer.active.number, writer.tail),
+            next_group: writer.next_group,
+            bytes_since_checkpoint: 0,
+        };
+        let last = writer.next_group - 1;
+        let shared = Arc::new(Shared {
+            storage: storage.clone(),
+            dir,
+            options,
+            index: RwLock::new(index),
+            sync: Mutex::new(SyncState {
+                written: last,
+                durable: last,
+                running: false,
+                segment: Some(Arc::clone(&writer.active)),
+            }),
+            writer: Mutex::new(writer),
+            synced: Condvar::new(),
+            inflight: Mutex::new(inflight),
+            checkpoint: Mutex::new(checkpoint),
+            cleaning: Mutex::new(()),
+            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            wake: Condvar::new(),
+            wake_lock: Mutex::new(false),
+            background_error: Mutex::new(None),
+            counters: Counters::default(),
+        });
+        let maintenance = if shared.options.background_cleaning {
+            let worker = Arc::clone(&shared);
+            let handle = std::thread::Builder::new()
+                .name("tierkv-blocks-clean".into())
+                .spawn(move || worker.maintenance_loop())
+                .map_err(|e| {
+                    BlockError::InvalidOptions(format!("cannot start the cleaning thread: {e}"))
+                })?;
+            Some(handle)
+        } else {
+            None
+        };
+        Ok(LogStore { shared, maintenance: Mutex::new(maintenance), report })
+    }
+
+    /// What recovery found when the store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// Cleans one segment if the space target asks for it; returns whether it cleaned one.
+    /// The background thread calls this; with `background_cleaning` off, callers do.
+    pub fn clean_once(&self) -> Result<bool, BlockError> {
+        self.shared.check_open()?;
+        self.shared.clean_once()
+    }
+
+    /// The last error the background thread met (cleaning or checkpointing), if any.
+    pub fn background_error(&self) -> Option<String> {
+        lock(&self.shared.background_error).clone()
+    }
+
+    /// The segment numbers in the store, oldest first.
+    pub fn segment_numbers(&self) -> Vec<u64> {
+        self.shared.read_index().segments.keys().copied().collect()
+    }
+}
+
+impl BlockStore for LogStore {
+    fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
+        let shared = &*self.shared;
+        shared.check_open()?;
+        validate_group(changes)?;
+        let mut prepared = Vec::with_capacity(changes.len());
+        let mut payload_bytes = 0u64;
+        for change in changes {
+            prepared.push(match *change {
+                BlockWrite::Put(id, bytes) => {
+                    payload_bytes += bytes.len() as u64;
+                    let (codec, stored) = format::compress(shared.options.codec, bytes);
+                    Prepared {
+                        id,
+                        flags: 0,
+                        codec,
+                        stored,
+                        raw_len: bytes.len() as u32,
+                        version: None,
+                    }
+                }
+                BlockWrite::Delete(id) => Prepared {
+                    id,
+                    flags: FLAG_TOMBSTONE,
+                    codec: Codec::None,
+                    stored: Vec::new(),
+                    raw_len: 0,
+                    version: None,
+                },
+            });
+        }
+        let (group, placed) = shared.write_group(&prepared)?;
+        shared.wait_durable(group)?;
+        shared.apply(group, &placed);
+        Counters::add(&shared.counters.groups, 1);
+        Counters::add(&shared.counters.blocks, changes.len() as u64);
+        Counters::add(&shared.counters.payload_bytes, payload_bytes);
+        shared.after_write()?;
+        Ok(GroupId(group))
+    }
+
+    fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {
+        let shared = &*self.shared;
+        shared.check_not_closed()?;
+        let found = {
+            let index = shared.read_index();
+            match index.map.get(&id) {
+                None => None,
+                Some(location) => {
+                    let Some(info) = index.segments.get(&location.segment) else {
+                        return Err(BlockError::Corruption {
+                            file: shared.dir.join(format::segment_file_name(location.segment)),
+                            offset: location.offset,
+                            block: Some(id),
+                            detail: "the map points into a segment that does not exist".into(),
+                        });
+                    };
+                    Some((*location, Arc::clone(&info.file)))
+                }
+            }
+        };
+        let Some((location, file)) = found else {
+            return Ok(None);
+        };
+        let raw = read_located(&file, id, &location)?;
+        Counters::add(&shared.counters.reads, 1);
+        Counters::add(
+            &shared.counters.read_bytes,
+            (BLOCK_HEADER_BYTES + location.stored_len as usize) as u64,
+        );
+        Ok(Some(raw))
+    }
+
+    fn checkpoint(&self) -> Result<(), BlockError> {
+        self.shared.check_open()?;
+        self.shared.write_checkpoint()
+    }
+
+    fn stats(&self) -> StoreStats {
+        let index = self.shared.read_index();
+        self.shared.counters.snapshot(index.live_bytes, index.file_bytes)
+    }
+
+    fn verify(&self) -> Result<VerifyReport, BlockError> {
+        self.shared.check_not_closed()?;
+        let entries: Vec<(BlockId, Location, Arc<SegmentFile>)> = {
+            let index = self.shared.read_index();
+            let mut entries = Vec::with_capacity(index.map.len());
+            for (&id, location) in &index.map {
+                let Some(info) = index.segments.get(&location.segment) else {
+                    return Err(BlockError::Corruption {
+                        file: self.shared.dir.join(format::segment_file_name(location.segment)),
+                        offset: location.offset,
+                        block: Some(id),
+                        detail: "the map points into a segment that does not exist".into(),
+                    });
+                };
+                entries.push((id, *location, Arc::clone(&info.file)));
+            }
+            entries
+        };
+        let mut report = VerifyReport::default();
+        for (id, location, file) in entries {
+            read_located(&file, id, &location)?;
+            report.blocks += 1;
+            report.bytes += location.footprint();
+        }
+        Ok(report)
+    }
+
+    fn max_block_bytes(&self) -> usize {
+        self.shared.options.max_block_bytes()
+    }
+
+    fn kind(&self) -> StoreKind {
+        StoreKind::Log
+    }
+
+    fn close(&self) -> Result<(), BlockError> {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        *lock(&self.shared.wake_lock) = true;
+        self.shared.wake.notify_all();
+        if let Some(handle) = lock(&self.maintenance).take() {
+            // A background thread that panicked has nothing left to clean up.
+            let _ = handle.join();
+        }
+        // Every acknowledged group is durable already; the poison, if any, is reported.
+        match lock(&self.shared.poison).as_ref() {
+            Some(cause) => Err(BlockError::Poisoned {
+                dir: self.shared.dir.clone(),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LogStore {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+impl std::fmt::Debug for LogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStore").field("dir", &self.shared.dir).finish_non_exhaustive()
+    }
+}
+
+/// Reads the block at `location` and returns its decompressed content.
+fn read_located(
+    file: &SegmentFile,
+    id: BlockId,
+    location: &Location,
+) -> Result<Vec<u8>, BlockError> {
+    let (header, stored) =
+        read::read_block(&file.reader, &file.path, location.offset, id, location.stored_len)?;
+    if header.is_tombstone() || header.version != location.version {
+        return Err(BlockError::Corruption {
+            file: file.path.clone(),
+            offset: location.offset,
+            block: Some(id),
+            detail: format!(
+                "found version {} (tombstone: {}) where the map expects version {}",
+                header.version,
+                header.is_tombstone(),
+                location.version
+            ),
+        });
+    }
+    read::decode_payload(&header, &stored, &file.path, location.offset)
+}
+
+fn validate_group(changes: &[BlockWrite<'_>]) -> Result<(), BlockError> {
+    if changes.is_empty() {
+        return Err(BlockError::InvalidGroup("a group needs at least one block".into()));
+    }
+    if changes.len() > MAX_GROUP_BLOCKS {
+        return Err(BlockError::InvalidGroup(format!(
+            "{} blocks are over the limit of {MAX_GROUP_BLOCKS} per group",
+            changes.len()
+        )));
+    }
+    let mut seen = HashSet::with_capacity(changes.len());
+    for change in changes {
+        if !seen.insert(change.id()) {
+            return Err(BlockError::InvalidGroup(format!(
+                "block {} appears twice in one group",
+                change.id()
+            )));
+        }
+        if let BlockWrite::Put(id, bytes) = change {
+            if bytes.len() > MAX_BLOCK_BYTES {
+                return Err(BlockError::BlockTooLarge {
+                    id: *id,
+                    len: bytes.len(),
+                    max: MAX_BLOCK_BYTES,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Shared {
+    fn read_index(&self) -> std::sync::RwLockReadGuard<'_, Index> {
+        self.index.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_index(&self) -> std::sync::RwLockWriteGuard<'_, Index> {
+        self.index.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_not_closed(&self) -> Result<(), BlockError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(BlockError::Closed { dir: self.dir.clone() });
+        }
+        Ok(())
+    }
+
+    fn check_open(&self) -> Result<(), BlockError> {
+        self.check_not_closed()?;
+        if self.poisoned.load(Ordering::Acquire) {
+            let cause = lock(&self.poison).clone().unwrap_or_default();
+            return Err(BlockError::Poisoned { dir: self.dir.clone(), cause });
+        }
+        Ok(())
+    }
+
+    fn poison(&self, error: &BlockError) {
+        let mut poison = lock(&self.poison);
+        if poison.is_none() {
+            *poison = Some(error.to_string());
+            self.poisoned.store(true, Ordering::Release);
+        }
+        drop(poison);
+        let _sync = lock(&self.sync);
+        self.synced.notify_all();
+    }
+
+    /// Encodes and writes a group at the tail; returns its id and where each block went.
+    fn write_group(&self, blocks: &[Prepared]) -> Result<(u64, Vec<Placed>), BlockError> {
+        debug_assert!(!blocks.is_empty() && blocks.len() <= MAX_GROUP_BLOCKS);
+        let footprint: u64 = blocks.iter().map(|b| format::block_footprint(b.stored.len())).sum();
+        let mut writer = lock(&self.writer);
+        self.check_open()?;
+        if writer.tail + footprint > writer.capacity {
+            self.rotate(&mut writer, footprint)?;
+        }
+        let group = writer.next_group;
+        let start = writer.tail;
+        let segment = writer.active.number;
+        let count = blocks.len() as u32;
+        let mut buffer = std::mem::take(&mut writer.buffer);
+        buffer.clear();
+        let mut placed = Vec::with_capacity(blocks.len());
+        for (index, block) in blocks.iter().enumerate() {
+            let last = index + 1 == blocks.len();
+            let header = BlockHeader {
+                flags: block.flags | if last { FLAG_LAST_IN_GROUP } else { 0 },
+                codec: block.codec,
+                id: block.id,
+                group: GroupId(group),
+                version: block.version.unwrap_or(GroupId(group)),
+                stored_len: block.stored.len() as u32,
+                raw_len: block.raw_len,
+                index: index as u32,
+                count,
+            };
+            let offset = start + buffer.len() as u64;
+            format::encode_block(&mut buffer, &header, &block.stored);
+            placed.push(Placed {
+                id: block.id,
+                location: Location {
+                    segment,
+                    offset,
+                    version: header.version,
+                    stored_len: header.stored_len,
+                    raw_len: header.raw_len,
+                },
+                tombstone: header.is_tombstone(),
+            });
+        }
+        assert_eq!(buffer.len() as u64, footprint);
+        // CRASH: a partly written group is discarded by recovery (no last-in-group block, or
+        // a block whose checksum fails); it was not acknowledged.
+        let written = writer.active.writer.write_at(&buffer, start);
+        if buffer.capacity() <= 2 * RELOCATION_GROUP_BYTES as usize {
+            writer.buffer = buffer;
+        }
+        if let Err(error) = written {
+            let error = BlockError::from(error);
+            self.poison(&error);
+            return Err(error);
+        }
+        Counters::add(&self.counters.device_bytes_written, footprint);
+        writer.tail += footprint;
+        writer.next_group += 1;
+        {
+            let mut inflight = lock(&self.inflight);
+            inflight.groups.insert(group, (segment, start));
+            inflight.tail = (segment, writer.tail);
+            inflight.next_group = writer.next_group;
+            inflight.bytes_since_checkpoint += footprint;
+        }
+        let mut sync = lock(&self.sync);
+        sync.written = group;
+        sync.segment = Some(Arc::clone(&writer.active));
+        Ok((group, placed))
+    }
+
+    /// Seals the active segment (durably) and starts a new one with room for `needed` bytes.
+    fn rotate(&self, writer: &mut Writer, needed: u64) -> Result<(), BlockError> {
+        // IMPORTANT: the old segment is made durable before anything goes to the next one, so
+        // only the last segment can end in a torn group (see the module header).
+        if let Err(error) = writer.active.writer.sync_data() {
+            let error = BlockError::from(error);
+            self.poison(&error);
+            return Err(error);
+        }
+        Counters::add(&self.counters.syncs, 1);
+        {
+            let mut sync = lock(&self.sync);
+            sync.durable = sync.durable.max(sync.written);
+            self.synced.notify_all();
+        }
+        let number = writer.active.number + 1;
+        let capacity = self.options.segment_bytes.max((BLOCKS_START + needed).next_multiple_of(4096));
+        let segment = match create_segment(&self.storage, &self.dir, &self.options, number, capacity)
+        {
+            Ok(segment) => Arc::new(segment),
+            Err(error) => {
+                // Nothing was lost: the old segment is intact and durable. A failed creation
+                // (ENOSPC) is reported without poisoning.
+                return Err(error);
+            }
+        };
+        {
+            let mut index = self.write_index();
+            index.segments.insert(
+                number,
+                SegmentInfo { file: Arc::clone(&segment), capacity, live_bytes: 0 },
+            );
+            index.file_bytes += capacity;
+        }
+        writer.active = segment;
+        writer.capacity = capacity;
+        writer.tail = BLOCKS_START;
+        Ok(())
+    }
+
+    /// Returns once `group` is durable, leading an fdatasync round if none runs.
+    fn wait_durable(&self, group: u64) -> Result<(), BlockError> {
+        let mut sync = lock(&self.sync);
+        // Bounded: each pass either returns, or waits for a round that ends in finite time.
+        loop {
+            if sync.durable >= group {
+                return Ok(());
+            }
+            if self.poisoned.load(Ordering::Acquire) {
+                drop(sync);
+                return self.check_open();
+            }
+            if sync.running {
+                sync = self.synced.wait(sync).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            sync.running = true;
+            let target = sync.written;
+            let segment = sync.segment.clone();
+            drop(sync);
+            // CRASH: until this returns, the groups up to `target` may or may not survive;
+            // none of them is acknowledged yet.
+            let result = match &segment {
+                Some(segment) => segment.writer.sync_data(),
+                None => Ok(()),
+            };
+            sync = lock(&self.sync);
+            sync.running = false;
+            match result {
+                Ok(()) => {
+                    Counters::add(&self.counters.syncs, 1);
+                    sync.durable = sync.durable.max(target);
+                }
+                Err(error) => {
+                    drop(sync);
+                    self.poison(&BlockError::from(error));
+                    sync = lock(&self.sync);
+                }
+            }
+            self.synced.notify_all();
+        }
+    }
+
+    /// Applies a durable group to the map.
+    fn apply(&self, group: u64, placed: &[Placed]) {
+        let mut index = self.write_index();
+        for block in placed {
+            if block.tombstone {
+                let at = (block.location.segment, block.location.offset);
+                index.tombstones.insert(at, (block.id, block.location.version));
+            }
+            let newer = index.map.get(&block.id).is_none_or(|old| old.version < block.location.version);
+            if !newer {
+                continue;
+            }
+            if block.tombstone {
+                index.remove(block.id);
+            } else {
+                index.set(block.id, block.location);
+            }
+        }
+        lock(&self.inflight).groups.remove(&group);
+    }
+
+    /// Applies a durable relocation group: each copy replaces the old one only where the map
+    /// still points at the old one.
+    fn apply_relocation(&self, group: u64, placed: &[Placed], old: &[Location]) {
+        let mut index = self.write_index();
+        for (block, old) in placed.iter().zip(old) {
+            if block.tombstone {
+                index.tombstones.remove(&(old.segment, old.offset));
+                let at = (block.location.segment, block.location.offset);
+                index.tombstones.insert(at, (block.id, block.location.version));
+                continue;
+            }
+            if index.map.get(&block.id) == Some(old) {
+                index.set(block.id, block.location);
+            }
+        }
+        lock(&self.inflight).groups.remove(&group);
+    }
+
+    /// After a write: a checkpoint or cleaning may be due. A writer that finds the files
+    /// `HARD_LIMIT_FACTOR` over the target cleans before it returns: writes slow down to
+    /// the cleaner's pace instead of outrunning it.
+    fn after_write(&self) -> Result<(), BlockError> {
+        let due = self.checkpoint_due();
+        if self.options.background_cleaning {
+            if due || self.over(self.options.space_target) {
+                self.wake.notify_all();
+            }
+            let hard = self.options.space_target * HARD_LIMIT_FACTOR;
+            let mut passes = 0;
+            while passes < CLEANS_PER_WAKE && self.over(hard) {
+                if !self.clean_once()? {
+                    break;
+                }
+                passes += 1;
+            }
+            return Ok(());
+        }
+        if due {
+            self.write_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    fn over(&self, factor: f64) -> bool {
+        let tail = lock(&self.inflight).tail;
+        let index = self.read_index();
+        self.exceeds(&index, tail, factor)
+    }
+
+    /// True when the bytes written to segments (all of each sealed segment, the used part
+    /// of the active one) exceed `factor` times the live bytes. The active segment's unused
+    /// part is left out: cleaning cannot give it back.
+    fn exceeds(&self, index: &Index, tail: (u64, u64), factor: f64) -> bool {
+        let unused = index.segments.get(&tail.0).map_or(0, |info| info.capacity - tail.1);
+        let used = index.file_bytes - unused;
+        used as f64 > factor * index.live_bytes as f64
+    }
+
+    /// Free bytes left in the active segment.
+    fn active_free_bytes(&self) -> u64 {
+        let writer = lock(&self.writer);
+        writer.capacity - writer.tail
+    }
+
+    /// Writes a map checkpoint (see the module header).
+    fn write_checkpoint(&self) -> Result<(), BlockError> {
+        let mut state = lock(&self.checkpoint);
+        let (header, entries) = {
+            let index = self.read_index();
+            let inflight = lock(&self.inflight);
+            let (scan_segment, scan_offset) =
+                inflight.groups.values().next().copied().unwrap_or(inflight.tail);
+            let entries: Vec<(BlockId, Location)> =
+                index.map.iter().map(|(&id, &location)| (id, location)).collect();
+            let header = MapHeader {
+                sequence: state.sequence + 1,
+                scan_segment,
+                scan_offset,
+                next_group: GroupId(inflight.next_group),
+                entries: entries.len() as u64,
+            };
+            drop(inflight);
+            (header, entries)
+        };
+        let bytes = format::encode_map(&header, &entries);
+        let name = format::map_file_name(header.sequence);
+        let temp = self.dir.join(format!("{name}.tmp"));
+        let path = self.dir.join(&name);
+        let file = self.storage.open(
+            &temp,
+            &OpenOptions::new(AccessMethod::Syscall)
+                .create(true)
+                .mode(self.options.file_mode)
+                .chunk_bytes(1),
+        )?;
+        file.set_len(0)?;
+        file.write_at(&bytes, 0)?;
+        file.sync_data()?;
+        drop(file);
+        self.storage.rename(&temp, &path)?;
+        // CRASH: once this directory sync returns, recovery starts from this checkpoint.
+        self.storage.sync_dir(&self.dir)?;
+        Counters::add(&self.counters.device_bytes_written, bytes.len() as u64);
+        Counters::add(&self.counters.checkpoint_bytes, bytes.len() as u64);
+        Counters::add(&self.counters.checkpoints, 1);
+        Counters::add(&self.counters.syncs, 2);
+        let previous = state.sequence;
+        state.sequence = header.sequence;
+        state.scan = (header.scan_segment, header.scan_offset);
+        drop(state);
+        {
+            // Tombstones before the scan position are in the checkpoint now.
+            let mut index = self.write_index();
+            let keep = index.tombstones.split_off(&(header.scan_segment, header.scan_offset));
+            index.tombstones = keep;
+        }
+        lock(&self.inflight).bytes_since_checkpoint = 0;
+        if previous > 0 {
+            // CRASH: a stale checkpoint left behind is ignored; recovery takes the newest.
+            let old = self.dir.join(format::map_file_name(previous));
+            if self.storage.exists(&old)? {
+                self.storage.remove_file(&old)?;
+                self.storage.sync_dir(&self.dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Cleans one segment if the space target asks for it (see the module header).
+    fn clean_once(&self) -> Result<bool, BlockError> {
+        let _cleaning = lock(&self.cleaning);
+        let Some(victim) = self.pick_victim()? else {
+            return Ok(false);
+        };
+        self.clean_segment(victim)?;
+        Ok(true)
+    }
+
+    /// The segment to clean next: when over the space target, the sealed segment with the
+    /// smallest share of live bytes that is worth cleaning; otherwise one with nothing live.
+    fn pick_victim(&self) -> Result<Option<u64>, BlockError> {
+        let tail = lock(&self.inflight).tail;
+        let active = tail.0;
+        let index = self.read_index();
+        if !self.exceeds(&index, tail, self.options.space_target) {
+            // Under the target; still drop segments nothing points at.
+            let empty = index
+                .segments
+                .iter()
+                .find(|(&n, info)| n != active && info.live_bytes == 0)
+                .map(|(&n, _)| n);
+            return Ok(empty);
+        }
+        let share = |info: &SegmentInfo| info.live_bytes as f64 / info.capacity as f64;
+        // Worth it only if it frees a good part of the segment after its header: each
+        // cleaning must lower the space used, or cleaning could go on forever.
+        let best = index
+            .segments
+            .iter()
+            .filter(|(&n, info)| {
+                let room = info.capacity - BLOCKS_START;
+                n != active
+                    && room - info.live_bytes.min(room)
+                        >= (info.capacity as f64 * (1.0 - CLEAN_MAX_LIVE_SHARE)) as u64
+            })
+            .min_by(|a, b| share(a.1).total_cmp(&share(b.1)))
+            .map(|(&n, _)| n);
+        Ok(best)
+    }
+
+    /// A periodic checkpoint is due once `checkpoint_bytes` of log, and at least
+    /// `CHECKPOINT_COST_RATIO` times the map checkpoint's size, were written since the last.
+    fn checkpoint_due(&self) -> bool {
+        let entries = self.read_index().map.len() as u64;
+        let written = lock(&self.inflight).bytes_since_checkpoint;
+        written >= self.options.checkpoint_bytes
+            && written >= CHECKPOINT_COST_RATIO * entries * format::MAP_ENTRY_BYTES as u64
+    }
+
+    /// Copies the live blocks of `victim`, and the tombstones in it that recovery may still
+    /// need, to the tail, and deletes it.
+    fn clean_segment(&self, victim: u64) -> Result<(), BlockError> {
+        let (file, live, tombstones) = {
+            let index = self.read_index();
+            let Some(info) = index.segments.get(&victim) else {
+                return Ok(());
+            };
+            let mut live: Vec<(BlockId, Location)> = index
+                .map
+                .iter()
+                .filter(|(_, location)| location.segment == victim)
+                .map(|(&id, &location)| (id, location))
+                .collect();
+            live.sort_by_key(|(_, location)| location.offset);
+            let tombstones: Vec<(BlockId, Location)> = index
+                .tombstones
+                .range((victim, 0)..(victim + 1, 0))
+                .map(|(&(segment, offset), &(id, version))| {
+                    (id, Location { segment, offset, version, stored_len: 0, raw_len: 0 })
+                })
+                .collect();
+            (Arc::clone(&info.file), live, tombstones)
+        };
+        let mut batch: Vec<Prepared> = Vec::new();
+        let mut olds: Vec<Location> = Vec::new();
+        let mut batch_bytes = 0u64;
+        for (id, location) in tombstones {
+            batch_bytes += location.footprint();
+            batch.push(Prepared {
+                id,
+                flags: FLAG_TOMBSTONE | FLAG_RELOCATED,
+                codec: Codec::None,
+                stored: Vec::new(),
+                raw_len: 0,
+                version: Some(location.version),
+            });
+            olds.push(location);
+        }
+        for (id, location) in live {
+            let (header, stored) =
+                read::read_block(&file.reader, &file.path, location.offset, id, location.stored_len)?;
+            if header.version != location.version {
+                return Err(BlockError::Corruption {
+                    file: file.path.clone(),
+                    offset: location.offset,
+                    block: Some(id),
+                    detail: format!(
+                        "found version {} where the map expects {}",
+                        header.version, location.version
+                    ),
+                });
+            }
+            // Relocation groups fill the active segment before it rotates, so cleaning
+            // wastes no tail space (each block is its own unit; nothing groups them).
+            let free = self.active_free_bytes();
+            if !batch.is_empty() && batch_bytes + location.footprint() > free {
+                self.relocate(&batch, &olds, batch_bytes)?;
+                batch.clear();
+                olds.clear();
+                batch_bytes = 0;
+            }
+            batch_bytes += location.footprint();
+            batch.push(Prepared {
+                id,
+                flags: FLAG_RELOCATED,
+                codec: header.codec,
+                stored,
+                raw_len: header.raw_len,
+                version: Some(header.version),
+            });
+            olds.push(location);
+            if batch_bytes >= RELOCATION_GROUP_BYTES {
+                self.relocate(&batch, &olds, batch_bytes)?;
+                batch.clear();
+                olds.clear();
+                batch_bytes = 0;
+            }
+        }
+        if !batch.is_empty() {
+            self.relocate(&batch, &olds, batch_bytes)?;
+        }
+        {
+            let mut index = self.write_index();
+            let Some(info) = index.segments.get(&victim) else {
+                return Ok(());
+            };
+            let tombstones_left = index.tombstones.range((victim, 0)..(victim + 1, 0)).count();
+            if info.live_bytes != 0 || tombstones_left != 0 {
+                // Cannot happen: nothing writes to a sealed segment. Leave it for verify.
+                debug_assert!(false, "segment {victim} still needed after cleaning");
+                return Ok(());
+            }
+            let capacity = info.capacity;
+            index.segments.remove(&victim);
+            index.file_bytes -= capacity;
+        }
+        // CRASH: the relocation groups are durable and lie after every scan position, so
+        // recovery finds every live block, and every tombstone it needs, without this
+        // segment; the checkpoint's entries that pointed into it are replaced in the replay.
+        self.storage.remove_file(&file.path)?;
+        self.storage.sync_dir(&self.dir)?;
+        Counters::add(&self.counters.segments_cleaned, 1);
+        Ok(())
+    }
+
+    fn relocate(&self, batch: &[Prepared], olds: &[Location], bytes: u64) -> Result<(), BlockError> {
+        let (group, placed) = self.write_group(batch)?;
+        self.wait_durable(group)?;
+        self.apply_relocation(group, &placed, olds);
+        Counters::add(&self.counters.blocks_relocated, batch.len() as u64);
+        Counters::add(&self.counters.relocated_bytes, bytes);
+        Ok(())
+    }
+
+    /// The background thread: checkpoints when due, cleans while over the space target.
+    fn maintenance_loop(&self) {
+        let mut stop = lock(&self.wake_lock);
+        // Bounded by the close flag, which `close` sets before joining.
+        while !*stop {
+            let (guard, _) = self
+                .wake
+                .wait_timeout(stop, MAINTENANCE_INTERVAL)
+                .unwrap_or_else(PoisonError::into_inner);
+            stop = guard;
+            if *stop {
+                break;
+            }
+            drop(stop);
+            if let Err(error) = self.maintain() {
+                *lock(&self.background_error) = Some(error.to_string());
+            }
+            stop = lock(&self.wake_lock);
+        }
+    }
+
+    fn maintain(&self) -> Result<(), BlockError> {
+        if self.poisoned.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if self.checkpoint_due() {
+            self.write_checkpoint()?;
+        }
+        for _ in 0..CLEANS_PER_WAKE {
+            if self.closed.load(Ordering::Acquire) || !self.clean_once()? {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Creates `dir` and makes its entry durable in its parent.
+fn create_dir_durably(storage: &Storage, dir: &Path) -> Result<(), BlockError> {
+    if storage.exists(dir)? {
+        return Ok(());
+    }
+    storage.create_dir_all(dir)?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        storage.sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+fn segment_open_options(method: AccessMethod, options: &StoreOptions) -> OpenOptions {
+    OpenOptions::new(method).mode(options.file_mode).chunk_bytes(1)
+}
+
+/// Opens both handles of an existing segment.
+fn open_segment(
+    storage: &Storage,
+    dir: &Path,
+    options: &StoreOptions,
+    number: u64,
+) -> Result<SegmentFile, BlockError> {
+    let path = dir.join(format::segment_file_name(number));
+    let writer = storage.open(&path, &segment_open_options(AccessMethod::Syscall, options))?;
+    let reader = storage.open(&path, &segment_open_options(options.read_method, options))?;
+    Ok(SegmentFile { number, path, writer, reader })
+}
+
+/// Creates a segment: a temp file with its header, allocated to `capacity` and synced, then
+/// renamed into place and the directory synced.
+fn create_segment(
+    storage: &Storage,
+    dir: &Path,
+    options: &StoreOptions,
+    number: u64,
+    capacity: u64,
+) -> Result<SegmentFile, BlockError> {
+    let name = format::segment_file_name(number);
+    let temp = dir.join(format!("{name}.tmp"));
+    let file = storage.open(
+        &temp,
+        &OpenOptions::new(AccessMethod::Syscall)
+            .create(true)
+            .mode(options.file_mode)
+            .chunk_bytes(capacity),
+    )?;
+    file.set_len(0)?;
+    file.reserve(capacity)?;
+    if file.len() != capacity {
+        file.set_len(capacity)?;
+    }
+    file.write_at(&format::encode_segment_header(&SegmentHeader { number, capacity }), 0)?;
+    file.sync_all()?;
+    drop(file);
+    storage.rename(&temp, dir.join(&name))?;
+    // CRASH: before this returns the segment may vanish; it holds nothing yet.
+    storage.sync_dir(dir)?;
+    open_segment(storage, dir, options, number)
+}
+
+struct Recovered {
+    index: Index,
+    writer: Writer,
+    checkpoint: CheckpointState,
+    report: RecoveryReport,
+}
+
+/// The scan's view of one group being assembled.
+struct PendingGroup {
+    start: u64,
+    blocks: Vec<(BlockHeader, u64)>,
+}
+
+/// Loads the newest map checkpoint and replays the log after it (see the module header).
+fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Recovered, BlockError> {
+    let mut report = RecoveryReport::default();
+    let mut segments: Vec<u64> = Vec::new();
+    let mut maps: Vec<u64> = Vec::new();
+    for name in storage.list_dir(dir)? {
+        if name.ends_with(".tmp") {
+            // CRASH: a temp file is a segment or checkpoint that never got its final name.
+            storage.remove_file(dir.join(&name))?;
+        } else if let Some(number) = format::parse_segment_file_name(&name) {
+            segments.push(number);
+        } else if let Some(sequence) = format::parse_map_file_name(&name) {
+            maps.push(sequence);
+        }
+    }
+    segments.sort_unstable();
+    maps.sort_unstable();
+
+    let mut index = Index::default();
+    let mut checkpoint = CheckpointState::default();
+    let mut next_group = 1u64;
+    let mut scan_from: Option<(u64, u64)> = None;
+    if let Some(&sequence) = maps.last() {
+        let path = dir.join(format::map_file_name(sequence));
+        let file = storage.open(&path, &OpenOptions::new(AccessMethod::Syscall).read_only(true))?;
+        let mut bytes = vec![0u8; file.len() as usize];
+        file.read_at(&mut bytes, 0)?;
+        let (header, entries) = format::decode_map(&bytes).map_err(|(offset, detail)| {
+            BlockError::Corruption { file: path.clone(), offset, block: None, detail }
+        })?;
+        report.checkpoint = Some(header.sequence);
+        report.checkpoint_entries = header.entries;
+        checkpoint =
+            CheckpointState { sequence, scan: (header.scan_segment, header.scan_offset) };
+        next_group = header.next_group.0;
+        scan_from = Some((header.scan_segment, header.scan_offset));
+        index.map = entries.into_iter().collect();
+        for &older in &maps[..maps.len() - 1] {
+            storage.remove_file(dir.join(format::map_file_name(older)))?;
+        }
+    }
+
+    // Open every segment and check its header.
+    for &number in &segments {
+        let segment = open_segment(storage, dir, options, number)?;
+        let capacity = segment.writer.len();
+        let mut head = vec![0u8; BLOCK_HEADER_BYTES.min(capacity as usize)];
+        segment.writer.read_at(&mut head, 0)?;
+        let header = format::decode_segment_header(&head).map_err(|detail| {
+            BlockError::Corruption { file: segment.path.clone(), offset: 0, block: None, detail }
+        })?;
+        if header.number != number || capacity < BLOCKS_START || capacity % 4096 != 0 {
+            return Err(BlockError::Corruption {
+                file: segment.path.clone(),
+                offset: 0,
+                block: None,
+                detail: format!(
+                    "segment header says number {} in a file named for {number}, {capacity} bytes",
+                    header.number
+                ),
+            });
+        }
+        index.file_bytes += capacity;
+        index.segments.insert(
+            number,
+            SegmentInfo { file: Arc::new(segment), capacity, live_bytes: 0 },
+        );
+    }
+    let (scan_segment, scan_offset) =
+        scan_from.unwrap_or((segments.first().copied().unwrap_or(1), BLOCKS_START));
+    // The scan's first segment may have been cleaned away since the checkpoint: what it
+    // held that recovery needs was copied to later segments first.
+
+    // Replay.
+    let mut deleted: HashMap<BlockId, GroupId> = HashMap::new();
+    // Group ids only grow along the log; the scan may start before groups the checkpoint
+    // already counted (written, not yet applied when it was taken), so it starts from 0.
+    let mut last_group = 0u64;
+    let mut tail: Option<(u64, u64)> = None;
+    let last_segment = segments.last().copied();
+    let scanned: Vec<u64> = segments.iter().copied().filter(|&n| n >= scan_segment).collect();
+    for number in scanned {
+        let file = Arc::clone(&index.segments[&number].file);
+        report.segments_scanned += 1;
+        let start = if number == scan_segment { scan_offset } else { BLOCKS_START };
+        let outcome = scan_segment_file(&file, start, &mut last_group, |header, offset| {
+            if header.is_tombstone() {
+                index.tombstones.insert((number, offset), (header.id, header.version));
+            }
+            apply_recovered(&mut index.map, &mut deleted, number, offset, header);
+        })?;
+        report.bytes_scanned += outcome.end - start;
+        report.groups_applied += outcome.groups;
+        report.blocks_applied += outcome.blocks;
+        let is_last = Some(number) == last_segment;
+        match outcome.stop {
+            None => {}
+            Some((cut, reason, discarded_blocks)) if is_last => {
+                // CRASH: the torn tail was never acknowledged; cutting it makes the file end
+                // with zeros where the next group goes.
+                let capacity = index.segments[&number].capacity;
+                report.discarded_blocks = discarded_blocks;
+                report.discarded_bytes = outcome.end.saturating_sub(cut);
+                report.stop = Some((file.path.clone(), cut, reason));
+                cut_and_refill(&file, cut, capacity)?;
+                tail = Some((number, cut));
+                continue;
+            }
+            Some((cut, reason, _)) => {
+                return Err(BlockError::Corruption {
+                    file: file.path.clone(),
+                    offset: cut,
+                    block: None,
+                    detail: format!("a sealed segment ends in an invalid block: {reason}"),
+                });
+            }
+        }
+        if is_last {
+            // IMPORTANT: zeros at the scan's end do not prove the rest is zero: a torn group
+            // can start with an unwritten piece and continue with written ones, and a later
+            // unacknowledged group may lie complete behind it. New groups will be written
+            // here, so everything after the end is cut now, or a later scan could read
+            // such a group as continuing the log.
+            let capacity = index.segments[&number].capacity;
+            if outcome.end < capacity {
+                cut_and_refill(&file, outcome.end, capacity)?;
+            }
+            tail = Some((number, outcome.end));
+        }
+    }
+    next_group = next_group.max(last_group + 1);
+
+    // Live bytes, and a check that every entry points at a segment that exists.
+    let entries: Vec<(BlockId, Location)> = index.map.iter().map(|(&id, &l)| (id, l)).collect();
+    for (id, location) in &entries {
+        let Some(info) = index.segments.get_mut(&location.segment) else {
+            return Err(BlockError::Corruption {
+                file: dir.join(format::segment_file_name(location.segment)),
+                offset: location.offset,
+                block: Some(*id),
+                detail: "the map points into a segment that does not exist".into(),
+            });
+        };
+        if location.offset + location.footprint() > info.capacity {
+            return Err(BlockError::Corruption {
+                file: info.file.path.clone(),
+                offset: location.offset,
+                block: Some(*id),
+                detail: "the map points past the end of the segment".into(),
+            });
+        }
+        info.live_bytes += location.footprint();
+        index.live_bytes += location.footprint();
+    }
+
+    // The writer continues in the last segment, or in a new first one.
+    let writer = match tail {
+        Some((number, offset)) => {
+            let info = &index.segments[&number];
+            Writer {
+                active: Arc::clone(&info.file),
+                capacity: info.capacity,
+                tail: offset,
+                next_group,
+                buffer: Vec::new(),
+            }
+        }
+        None => {
+            let number = segments.last().map_or(1, |n| n + 1);
+            let capacity = options.segment_bytes;
+            let segment = Arc::new(create_segment(storage, dir, options, number, capacity)?);
+            index.segments.insert(
+                number,
+                SegmentInfo { file: Arc::clone(&segment), capacity, live_bytes: 0 },
+            );
+            index.file_bytes += capacity;
+            Writer { active: segment, capacity, tail: BLOCKS_START, next_group, buffer: Vec::new() }
+        }
+    };
+    Ok(Recovered { index, writer, checkpoint, report })
+}
+
+/// Cuts a segment at `cut` and makes it `capacity` bytes again, zero after the cut, durably.
+fn cut_and_refill(file: &SegmentFile, cut: u64, capacity: u64) -> Result<(), BlockError> {
+    file.writer.set_len(cut)?;
+    file.writer.reserve(capacity)?;
+    if file.writer.len() != capacity {
+        file.writer.set_len(capacity)?;
+    }
+    file.writer.sync_all()?;
+    Ok(())
+}
+
+/// Applies one recovered block to the map being rebuilt (see invariant 2).
+fn apply_recovered(
+    map: &mut HashMap<BlockId, Location>,
+    deleted: &mut HashMap<BlockId, GroupId>,
+    segment: u64,
+    offset: u64,
+    header: &BlockHeader,
+) {
+    let current = map.get(&header.id).map(|l| l.version);
+    let gone = deleted.get(&header.id).copied();
+    if header.is_tombstone() {
+        if current.is_none_or(|v| v < header.version) {
+            map.remove(&header.id);
+        }
+        if gone.is_none_or(|v| v < header.version) {
+            deleted.insert(header.id, header.version);
+        }
+        return;
+    }
+    if gone.is_some_and(|v| v >= header.version) {
+        return;
+    }
+    // A higher version is newer content; an equal one is a later copy of the same content.
+    if current.is_none_or(|v| v <= header.version) {
+        map.insert(
+            header.id,
+            Location {
+                segment,
+                offset,
+                version: header.version,
+                stored_len: header.stored_len,
+                raw_len: header.raw_len,
+            },
+        );
+    }
+}
+
+struct ScanOutcome {
+    /// Where the valid blocks end.
+    end: u64,
+    groups: u64,
+    blocks: u64,
+    /// Where the scan stopped early: the cut offset, why, and the blocks of an incomplete
+    /// group discarded.
+    stop: Option<(u64, String, u64)>,
+}
+
+/// Scans one segment from `start`, calling `apply` for each block of each complete group.
+fn scan_segment_file(
+    file: &SegmentFile,
+    start: u64,
+    last_group: &mut u64,
+    mut apply: impl FnMut(&BlockHeader, u64),
+) -> Result<ScanOutcome, BlockError> {
+    let len = file.writer.len();
+    let mut window = ScanWindow::new(&file.writer);
+    let mut offset = start;
+    let mut pending: Option<PendingGroup> = None;
+    let mut outcome = ScanOutcome { end: start, groups: 0, blocks: 0, stop: None };
+    // Bounded: every pass advances `offset` by at least one block or ends the loop.
+    loop {
+        if offset + BLOCK_HEADER_BYTES as u64 > len {
+            break;
+        }
+        let head = window.read(offset, BLOCK_HEADER_BYTES, len)?.to_vec();
+        let header = match format::decode_header(&head) {
+            Ok(header) => header,
+            Err(HeaderProblem::Zero) => break,
+            Err(HeaderProblem::Invalid(detail)) => {
+                outcome.stop = Some((offset, detail, 0));
+                break;
+            }
+        };
+        let end = offset + header.footprint();
+        if end > len {
+            outcome.stop = Some((offset, "a block runs past the end of the segment".into(), 0));
+            break;
+        }
+        let payload = window.read(offset + BLOCK_HEADER_BYTES as u64, header.stored_len as usize, len)?;
+        if let Err(detail) = format::verify_block(&head, payload) {
+            outcome.stop = Some((offset, detail, 0));
+            break;
+        }
+        let fits = match &pending {
+            None => header.index == 0 && header.group.0 > *last_group,
+            Some(group) => {
+                let (first, _) = group.blocks[0];
+                let (prev, _) = group.blocks[group.blocks.len() - 1];
+                header.group == first.group
+                    && header.count == first.count
+                    && header.index == prev.index + 1
+            }
+        };
+        if !fits {
+            outcome.stop = Some((offset, format!(
+                "block {} of group {} (position {} of {}) does not continue the log",
+                header.id, header.group, header.index, header.count
+            ), 0));
+            break;
+        }
+        pending.get_or_insert_with(|| PendingGroup { start: offset, blocks: Vec::new() });
+        if let Some(group) = pending.as_mut() {
+            group.blocks.push((header, offset));
+        }
+        offset = end;
+        if header.is_last() {
+            if let Some(group) = pending.take() {
+                for (block, at) in &group.blocks {
+                    apply(block, *at);
+                }
+                outcome.groups += 1;
+                outcome.blocks += group.blocks.len() as u64;
+                *last_group = header.group.0;
+            }
+            outcome.end = offset;
+        }
+    }
+    if let Some(group) = pending {
+        // An incomplete group: cut where it starts, even if the scan ended at zeros.
+        let reason = match outcome.stop.take() {
+            Some((_, reason, _)) => format!("incomplete group {}: {reason}", group.blocks[0].0.group),
+            None => format!("incomplete group {}: its last block is missing", group.blocks[0].0.group),
+        };
+        outcome.stop = Some((group.start, reason, group.blocks.len() as u64));
+        outcome.end = offset;
+    } else if let Some((cut, _, _)) = &outcome.stop {
+        outcome.end = outcome.end.max(*cut);
+    }
+    Ok(outcome)
+}
+
+/// Sequential reads through a window of `SCAN_WINDOW_BYTES`.
+struct ScanWindow<'a> {
+    file: &'a File,
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl<'a> ScanWindow<'a> {
+    fn new(file: &'a File) -> Self {
+        ScanWindow { file, start: 0, bytes: Vec::new() }
+    }
+
+    /// `len` bytes at `offset`, all within the file of `file_len` bytes.
+    fn read(&mut self, offset: u64, len: usize, file_len: u64) -> Result<&[u8], BlockError> {
+        debug_assert!(offset + len as u64 <= file_len);
+        let end = offset + len as u64;
+        if offset < self.start || end > self.start + self.bytes.len() as u64 {
+            let size = (len.max(SCAN_WINDOW_BYTES) as u64).min(file_len - offset) as usize;
+            self.bytes.resize(size, 0);
+            self.file.read_at(&mut self.bytes, offset)?;
+            self.start = offset;
+        }
+        let from = (offset - self.start) as usize;
+        Ok(&self.bytes[from..from + len])
+    }
+}

@@ -1,0 +1,101 @@
+//! Options of the two stores.
+
+use tierkv_io::AccessMethod;
+
+use crate::format::{Codec, MAX_BLOCK_BYTES};
+use crate::BlockError;
+
+/// Options of a `LogStore`.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// How blocks are read: `Syscall`, `Direct` (O_DIRECT) or `Mmap`. Writes always use
+    /// pwrite and fdatasync. Default `Syscall`.
+    pub read_method: AccessMethod,
+    /// How new blocks are compressed. Default `None`.
+    pub codec: Codec,
+    /// Bytes of each segment file, preallocated at creation. Default 32 MiB.
+    pub segment_bytes: u64,
+    /// A map checkpoint is written after this many bytes of log, which bounds recovery's scan.
+    /// Default 256 MiB.
+    pub checkpoint_bytes: u64,
+    /// The cleaner works while the segment files hold more than this many times the live
+    /// bytes. Default 1.3, which keeps a sustained overwrite workload under 1.5.
+    pub space_target: f64,
+    /// Run the background cleaner. Default true; tests turn it off to clean by hand.
+    pub background_cleaning: bool,
+    /// Permission bits of new files. Default 0600.
+    pub file_mode: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            read_method: AccessMethod::Syscall,
+            codec: Codec::None,
+            segment_bytes: 32 << 20,
+            checkpoint_bytes: 256 << 20,
+            space_target: 1.3,
+            background_cleaning: true,
+            file_mode: tierkv_io::DEFAULT_FILE_MODE,
+        }
+    }
+}
+
+/// The smallest segment: a header and room for blocks of a few KiB.
+pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
+
+impl StoreOptions {
+    pub(crate) fn validate(&self) -> Result<(), BlockError> {
+        if self.read_method == AccessMethod::Pmem {
+            return Err(BlockError::InvalidOptions(
+                "read_method pmem is not a read method; use syscall, direct or mmap".into(),
+            ));
+        }
+        if self.segment_bytes < MIN_SEGMENT_BYTES || !self.segment_bytes.is_multiple_of(4096) {
+            return Err(BlockError::InvalidOptions(format!(
+                "segment_bytes {} must be a multiple of 4096 and at least {MIN_SEGMENT_BYTES}",
+                self.segment_bytes
+            )));
+        }
+        if !(self.space_target.is_finite() && self.space_target > 1.0) {
+            return Err(BlockError::InvalidOptions(format!(
+                "space_target {} must be a number above 1",
+                self.space_target
+            )));
+        }
+        if self.checkpoint_bytes == 0 {
+            return Err(BlockError::InvalidOptions("checkpoint_bytes must not be 0".into()));
+        }
+        Ok(())
+    }
+
+    /// The largest block payload: the block limit, or what fits in a segment.
+    pub fn max_block_bytes(&self) -> usize {
+        MAX_BLOCK_BYTES
+    }
+}
+
+/// Options of a `DoublewriteStore`.
+#[derive(Clone, Debug)]
+pub struct DoublewriteOptions {
+    /// How pages are read: `Syscall`, `Direct` or `Mmap`. Default `Syscall`.
+    pub read_method: AccessMethod,
+    /// How blocks are compressed inside their slot. Default `None`.
+    pub codec: Codec,
+    /// Bytes of each in-place slot, header included: the largest block is this minus 64.
+    /// Default 16 KiB (InnoDB's page size). A multiple of 4096.
+    pub slot_bytes: u64,
+    /// Permission bits of new files. Default 0600.
+    pub file_mode: u32,
+}
+
+impl Default for DoublewriteOptions {
+    fn default() -> Self {
+        DoublewriteOptions {
+            read_method: AccessMethod::Syscall,
+            codec: Codec::None,
+            slot_bytes: 16 << 10,
+            file_mode: tierkv_io::DEFAULT_FILE_MODE,
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! What the stores count and report.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Counters of a store since it was opened.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoreStats {
+    /// Groups made durable.
+    pub groups: u64,
+    /// Blocks written by the layer above (puts and deletes), not counting cleaning copies.
+    pub blocks: u64,
+    /// Payload bytes the layer above asked to write (before compression).
+    pub payload_bytes: u64,
+    /// Bytes written to files by this store: blocks, headers, padding, doublewrite copies,
+    /// cleaning copies and map checkpoints. What the device was asked to take.
+    pub device_bytes_written: u64,
+    /// fdatasync and fsync calls.
+    pub syncs: u64,
+    /// Blocks read by the layer above.
+    pub reads: u64,
+    /// Bytes read from files for them.
+    pub read_bytes: u64,
+    /// Bytes the live blocks take in their files (headers and padding included).
+    pub live_bytes: u64,
+    /// Bytes of the store's files on disk (segments as allocated, or slots and the
+    /// doublewrite file).
+    pub file_bytes: u64,
+    /// log store: segments deleted by cleaning.
+    pub segments_cleaned: u64,
+    /// log store: live blocks copied by cleaning.
+    pub blocks_relocated: u64,
+    /// log store: bytes written by those copies.
+    pub relocated_bytes: u64,
+    /// log store: map checkpoints written.
+    pub checkpoints: u64,
+    /// log store: bytes written by them.
+    pub checkpoint_bytes: u64,
+    /// doublewrite store: bytes written to the doublewrite file.
+    pub doublewrite_bytes: u64,
+    /// doublewrite store: bytes written in place.
+    pub in_place_bytes: u64,
+}
+
+impl StoreStats {
+    /// `file_bytes / live_bytes`, or 0 with nothing live.
+    pub fn space_amplification(&self) -> f64 {
+        if self.live_bytes == 0 {
+            0.0
+        } else {
+            self.file_bytes as f64 / self.live_bytes as f64
+        }
+    }
+}
+
+/// What opening a store found and did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// The map checkpoint loaded (its sequence number), if any.
+    pub checkpoint: Option<u64>,
+    /// Entries it held.
+    pub checkpoint_entries: u64,
+    /// Segments scanned after it.
+    pub segments_scanned: u64,
+    /// Bytes of blocks read while scanning.
+    pub bytes_scanned: u64,
+    /// Complete groups applied.
+    pub groups_applied: u64,
+    /// Blocks in them.
+    pub blocks_applied: u64,
+    /// Where the scan stopped before the end of the last segment, and why, if it did.
+    pub stop: Option<(PathBuf, u64, String)>,
+    /// Blocks of the incomplete trailing group that were discarded.
+    pub discarded_blocks: u64,
+    /// Bytes cut from the tail.
+    pub discarded_bytes: u64,
+    /// doublewrite store: a complete batch was found and written in place again.
+    pub doublewrite_redone: bool,
+    /// Wall time of the recovery.
+    pub elapsed: Duration,
+}
+
+/// What `verify` checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Live blocks read and checked.
+    pub blocks: u64,
+    /// Their bytes on disk.
+    pub bytes: u64,
+}
+
+/// Lock-free counters behind `StoreStats`.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub groups: AtomicU64,
+    pub blocks: AtomicU64,
+    pub payload_bytes: AtomicU64,
+    pub device_bytes_written: AtomicU64,
+    pub syncs: AtomicU64,
+    pub reads: AtomicU64,
+    pub read_bytes: AtomicU64,
+    pub segments_cleaned: AtomicU64,
+    pub blocks_relocated: AtomicU64,
+    pub relocated_bytes: AtomicU64,
+    pub checkpoints: AtomicU64,
+    pub checkpoint_bytes: AtomicU64,
+    pub doublewrite_bytes: AtomicU64,
+    pub in_place_bytes: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The counters, with the two space figures the caller knows.
+    pub fn snapshot(&self, live_bytes: u64, file_bytes: u64) -> StoreStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StoreStats {
+            groups: get(&self.groups),
+            blocks: get(&self.blocks),
+            payload_bytes: get(&self.payload_bytes),
+            device_bytes_written: get(&self.device_bytes_written),
+            syncs: get(&self.syncs),
+            reads: get(&self.reads),
+            read_bytes: get(&self.read_bytes),
+            live_bytes,
+            file_bytes,
+            segments_cleaned: get(&self.segments_cleaned),
+            blocks_relocated: get(&self.blocks_relocated),
+            relocated_bytes: get(&self.relocated_bytes),
+            checkpoints: get(&self.checkpoints),
+            checkpoint_bytes: get(&self.checkpoint_bytes),
+            doublewrite_bytes: get(&self.doublewrite_bytes),
+            in_place_bytes: get(&self.in_place_bytes),
+        }
+    }
+}

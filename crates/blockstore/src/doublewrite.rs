@@ -209,6 +209,8 @@ pub struct DoublewriteStore {
     counters: Counters,
     /// Mirror of `SlotIndex::live_bytes`, so `stats` never waits for the slot lock.
     live_bytes: AtomicU64,
+    /// What recovery found at open.
+    report: RecoveryReport,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -299,7 +301,7 @@ impl DoublewriteStore {
         storage: &Storage,
         dir: impl AsRef<Path>,
         options: DoublewriteOptions,
-    ) -> Result<(DoublewriteStore, RecoveryReport), BlockError> {
+    ) -> Result<DoublewriteStore, BlockError> {
         let started = Instant::now();
         validate_options(&options)?;
         let dir = dir.as_ref().to_path_buf();
@@ -339,8 +341,14 @@ impl DoublewriteStore {
             closed: AtomicBool::new(false),
             counters: Counters::default(),
             live_bytes: AtomicU64::new(live_bytes),
+            report,
         };
-        Ok((store, report))
+        Ok(store)
+    }
+
+    /// What recovery found when the store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
     }
 
     /// The store directory.

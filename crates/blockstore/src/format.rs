@@ -306,6 +306,12 @@ pub fn decode_header(bytes: &[u8]) -> Result<BlockHeader, HeaderProblem> {
 
 /// Checks the checksum of a block whose header decoded; `payload` is its stored bytes.
 pub fn verify_block(header_bytes: &[u8], payload: &[u8]) -> Result<(), String> {
+    if header_bytes.len() < BLOCK_HEADER_BYTES {
+        return Err(format!(
+            "a block header needs {BLOCK_HEADER_BYTES} bytes, not {}",
+            header_bytes.len()
+        ));
+    }
     let stored = u32_at(header_bytes, BLOCK_CRC_OFFSET);
     let actual = crc32c::crc32c_append(crc32c::crc32c(&header_bytes[..BLOCK_CRC_OFFSET]), payload);
     if stored != actual {
@@ -529,7 +535,10 @@ pub fn decode_doublewrite_header(bytes: &[u8]) -> Result<DoublewriteHeader, Stri
         body_bytes: u64_at(bytes, 24),
     };
     if header.count == 0 || header.count as usize > MAX_GROUP_BLOCKS || header.group.0 == 0 {
-        return Err(format!("doublewrite batch of {} blocks, group {}", header.count, header.group.0));
+        return Err(format!(
+            "doublewrite batch of {} blocks, group {}",
+            header.count, header.group.0
+        ));
     }
     Ok(header)
 }

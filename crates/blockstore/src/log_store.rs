@@ -59,15 +59,15 @@ use std::time::{Duration, Instant};
 use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
 
 use crate::format::{
-    self, BlockHeader, Codec, HeaderProblem, Location, MapHeader, SegmentHeader,
-    BLOCKS_START, BLOCK_HEADER_BYTES, FLAG_LAST_IN_GROUP, FLAG_RELOCATED, FLAG_TOMBSTONE,
-    MAX_BLOCK_BYTES, MAX_GROUP_BLOCKS,
+    self, BlockHeader, Codec, HeaderProblem, Location, MapHeader, SegmentHeader, BLOCKS_START,
+    BLOCK_HEADER_BYTES, FLAG_LAST_IN_GROUP, FLAG_RELOCATED, FLAG_TOMBSTONE, MAX_BLOCK_BYTES,
+    MAX_GROUP_BLOCKS,
 };
 use crate::read;
 use crate::stats::Counters;
 use crate::{
-    BlockError, BlockId, BlockStore, BlockWrite, GroupId, RecoveryReport, StoreKind,
-    StoreOptions, StoreStats, VerifyReport,
+    BlockError, BlockId, BlockStore, BlockWrite, GroupId, RecoveryReport, StoreKind, StoreOptions,
+    StoreStats, VerifyReport,
 };
 
 /// Bytes of a relocation group at most (cleaning copies live blocks in groups of this size).
@@ -450,10 +450,9 @@ impl BlockStore for LogStore {
         }
         // Every acknowledged group is durable already; the poison, if any, is reported.
         match lock(&self.shared.poison).as_ref() {
-            Some(cause) => Err(BlockError::Poisoned {
-                dir: self.shared.dir.clone(),
-                cause: cause.clone(),
-            }),
+            Some(cause) => {
+                Err(BlockError::Poisoned { dir: self.shared.dir.clone(), cause: cause.clone() })
+            }
             None => Ok(()),
         }
     }
@@ -649,16 +648,17 @@ impl Shared {
             self.synced.notify_all();
         }
         let number = writer.active.number + 1;
-        let capacity = self.options.segment_bytes.max((BLOCKS_START + needed).next_multiple_of(4096));
-        let segment = match create_segment(&self.storage, &self.dir, &self.options, number, capacity)
-        {
-            Ok(segment) => Arc::new(segment),
-            Err(error) => {
-                // Nothing was lost: the old segment is intact and durable. A failed creation
-                // (ENOSPC) is reported without poisoning.
-                return Err(error);
-            }
-        };
+        let capacity =
+            self.options.segment_bytes.max((BLOCKS_START + needed).next_multiple_of(4096));
+        let segment =
+            match create_segment(&self.storage, &self.dir, &self.options, number, capacity) {
+                Ok(segment) => Arc::new(segment),
+                Err(error) => {
+                    // Nothing was lost: the old segment is intact and durable. A failed creation
+                    // (ENOSPC) is reported without poisoning.
+                    return Err(error);
+                }
+            };
         {
             let mut index = self.write_index();
             index.segments.insert(
@@ -724,7 +724,8 @@ impl Shared {
                 let at = (block.location.segment, block.location.offset);
                 index.tombstones.insert(at, (block.id, block.location.version));
             }
-            let newer = index.map.get(&block.id).is_none_or(|old| old.version < block.location.version);
+            let newer =
+                index.map.get(&block.id).is_none_or(|old| old.version < block.location.version);
             if !newer {
                 continue;
             }
@@ -956,8 +957,13 @@ impl Shared {
             olds.push(location);
         }
         for (id, location) in live {
-            let (header, stored) =
-                read::read_block(&file.reader, &file.path, location.offset, id, location.stored_len)?;
+            let (header, stored) = read::read_block(
+                &file.reader,
+                &file.path,
+                location.offset,
+                id,
+                location.stored_len,
+            )?;
             if header.version != location.version {
                 return Err(BlockError::Corruption {
                     file: file.path.clone(),
@@ -1022,7 +1028,12 @@ impl Shared {
         Ok(())
     }
 
-    fn relocate(&self, batch: &[Prepared], olds: &[Location], bytes: u64) -> Result<(), BlockError> {
+    fn relocate(
+        &self,
+        batch: &[Prepared],
+        olds: &[Location],
+        bytes: u64,
+    ) -> Result<(), BlockError> {
         let (group, placed) = self.write_group(batch)?;
         self.wait_durable(group)?;
         self.apply_relocation(group, &placed, olds);
@@ -1174,8 +1185,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         })?;
         report.checkpoint = Some(header.sequence);
         report.checkpoint_entries = header.entries;
-        checkpoint =
-            CheckpointState { sequence, scan: (header.scan_segment, header.scan_offset) };
+        checkpoint = CheckpointState { sequence, scan: (header.scan_segment, header.scan_offset) };
         next_group = header.next_group.0;
         scan_from = Some((header.scan_segment, header.scan_offset));
         index.map = entries.into_iter().collect();
@@ -1205,10 +1215,9 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
             });
         }
         index.file_bytes += capacity;
-        index.segments.insert(
-            number,
-            SegmentInfo { file: Arc::new(segment), capacity, live_bytes: 0 },
-        );
+        index
+            .segments
+            .insert(number, SegmentInfo { file: Arc::new(segment), capacity, live_bytes: 0 });
     }
     let (scan_segment, scan_offset) =
         scan_from.unwrap_or((segments.first().copied().unwrap_or(1), BLOCKS_START));
@@ -1413,7 +1422,8 @@ fn scan_segment_file(
             outcome.stop = Some((offset, "a block runs past the end of the segment".into(), 0));
             break;
         }
-        let payload = window.read(offset + BLOCK_HEADER_BYTES as u64, header.stored_len as usize, len)?;
+        let payload =
+            window.read(offset + BLOCK_HEADER_BYTES as u64, header.stored_len as usize, len)?;
         if let Err(detail) = format::verify_block(&head, payload) {
             outcome.stop = Some((offset, detail, 0));
             break;
@@ -1429,10 +1439,14 @@ fn scan_segment_file(
             }
         };
         if !fits {
-            outcome.stop = Some((offset, format!(
-                "block {} of group {} (position {} of {}) does not continue the log",
-                header.id, header.group, header.index, header.count
-            ), 0));
+            outcome.stop = Some((
+                offset,
+                format!(
+                    "block {} of group {} (position {} of {}) does not continue the log",
+                    header.id, header.group, header.index, header.count
+                ),
+                0,
+            ));
             break;
         }
         pending.get_or_insert_with(|| PendingGroup { start: offset, blocks: Vec::new() });
@@ -1455,8 +1469,12 @@ fn scan_segment_file(
     if let Some(group) = pending {
         // An incomplete group: cut where it starts, even if the scan ended at zeros.
         let reason = match outcome.stop.take() {
-            Some((_, reason, _)) => format!("incomplete group {}: {reason}", group.blocks[0].0.group),
-            None => format!("incomplete group {}: its last block is missing", group.blocks[0].0.group),
+            Some((_, reason, _)) => {
+                format!("incomplete group {}: {reason}", group.blocks[0].0.group)
+            }
+            None => {
+                format!("incomplete group {}: its last block is missing", group.blocks[0].0.group)
+            }
         };
         outcome.stop = Some((group.start, reason, group.blocks.len() as u64));
         outcome.end = offset;

@@ -50,8 +50,11 @@ fn every_flipped_bit_of_a_block_is_caught() {
                 Err(_) => true,
                 Ok(decoded) => {
                     decoded.stored_len != h.stored_len
-                        || verify_block(&damaged[..BLOCK_HEADER_BYTES], &damaged[BLOCK_HEADER_BYTES..used])
-                            .is_err()
+                        || verify_block(
+                            &damaged[..BLOCK_HEADER_BYTES],
+                            &damaged[BLOCK_HEADER_BYTES..used],
+                        )
+                        .is_err()
                 }
             };
             assert!(caught, "a flip of bit {bit} of byte {byte} went unnoticed");
@@ -143,4 +146,12 @@ fn file_names_parse_back() {
     assert_eq!(parse_segment_file_name("00000000000000zz.blk"), None);
     assert_eq!(parse_segment_file_name("1.blk"), None);
     assert_eq!(parse_map_file_name(&segment_file_name(1)), None);
+}
+
+#[test]
+fn short_inputs_are_errors_not_panics() {
+    assert!(verify_block(&[0u8; 10], b"").is_err());
+    assert!(decode_segment_header(&[0u8; 3]).is_err());
+    assert!(decode_map(&[0u8; 3]).is_err());
+    assert!(decode_doublewrite_header(&[0u8; 3]).is_err());
 }

@@ -159,7 +159,10 @@ fn log_store_crash_sweep() {
     let dir = Path::new("/blocks");
     let fs = SimFs::new();
     let (acked, cleaned, checkpoints) = run_workload(&fs, dir, &groups);
-    assert!(cleaned >= 2, "the workload cleaned {cleaned} segments: the sweep would not cover cleaning");
+    assert!(
+        cleaned >= 2,
+        "the workload cleaned {cleaned} segments: the sweep would not cover cleaning"
+    );
     assert!(checkpoints >= 2, "the workload wrote {checkpoints} map checkpoints");
     let ops = fs.op_count();
     let mut replay = fs.crash_replay();
@@ -196,9 +199,22 @@ fn log_store_crash_sweep() {
                 store.close().expect("close");
                 let again = LogStore::open(&storage, dir, options())
                     .unwrap_or_else(|e| panic!("second recovery: {e}: {context}"));
-                assert_eq!(again.read(extra).expect("read").as_deref(), Some(&b"after the crash"[..]), "{context}");
-                assert_eq!(again.read(BlockId(0)).expect("read").as_deref(), Some(&b"zero again"[..]), "{context}");
-                assert!(again.recovery_report().stop.is_none(), "a torn tail came back: {:?} (first recovery: {:?}): {context}", again.recovery_report().stop, store_stop);
+                assert_eq!(
+                    again.read(extra).expect("read").as_deref(),
+                    Some(&b"after the crash"[..]),
+                    "{context}"
+                );
+                assert_eq!(
+                    again.read(BlockId(0)).expect("read").as_deref(),
+                    Some(&b"zero again"[..]),
+                    "{context}"
+                );
+                assert!(
+                    again.recovery_report().stop.is_none(),
+                    "a torn tail came back: {:?} (first recovery: {:?}): {context}",
+                    again.recovery_report().stop,
+                    store_stop
+                );
                 let mut expected = states[k].clone();
                 expected.insert(BlockId(0), b"zero again".to_vec());
                 assert_eq!(read_all(&again, sweep.ids), expected, "{context}");

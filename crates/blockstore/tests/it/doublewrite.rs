@@ -108,13 +108,14 @@ fn read_all(store: &DoublewriteStore, ids: &[u64]) -> Result<Content, BlockError
 }
 
 fn open(storage: &Storage, dir: &Path, options: &DoublewriteOptions) -> DoublewriteStore {
-    DoublewriteStore::open(storage, dir, options.clone()).expect("open").0
+    DoublewriteStore::open(storage, dir, options.clone()).expect("open")
 }
 
 /// Opens on the OS, or `None` where the file system refuses O_DIRECT (tmpfs).
 fn open_os(dir: &Path, options: &DoublewriteOptions) -> Option<DoublewriteStore> {
     match DoublewriteStore::open(&Storage::Os, dir, options.clone()) {
-        Ok((store, report)) => {
+        Ok(store) => {
+            let report = store.recovery_report().clone();
             assert!(!report.doublewrite_redone, "a fresh store has nothing to redo");
             Some(store)
         }
@@ -180,8 +181,8 @@ fn round_trip(read_method: AccessMethod, codec: Codec) {
     drop(store);
 
     // A clean close empties the doublewrite file: nothing to redo.
-    let (store, report) =
-        DoublewriteStore::open(&Storage::Os, &dir, options.clone()).expect("reopen");
+    let store = DoublewriteStore::open(&Storage::Os, &dir, options.clone()).expect("reopen");
+    let report = store.recovery_report().clone();
     assert!(!report.doublewrite_redone && report.stop.is_none(), "{report:?}");
     assert_eq!(read_all(&store, &ids).expect("read after reopen"), model, "{context}");
     assert_eq!(store.stats().live_bytes, stats.live_bytes);
@@ -196,7 +197,8 @@ fn round_trip(read_method: AccessMethod, codec: Codec) {
     last.apply_to(&mut model);
     // Dropped without close, as a process that died after the group: its batch is redone.
     drop(store);
-    let (store, report) = DoublewriteStore::open(&Storage::Os, &dir, options).expect("reopen");
+    let store = DoublewriteStore::open(&Storage::Os, &dir, options).expect("reopen");
+    let report = store.recovery_report().clone();
     assert!(report.doublewrite_redone && report.blocks_applied == 3, "{report:?}");
     let ids: Vec<u64> = ids.into_iter().chain([2000]).collect();
     assert_eq!(read_all(&store, &ids).expect("read after redo"), model, "{context}");
@@ -324,8 +326,9 @@ fn doublewrite_crash_sweep() {
                 "crash before op {point} of {ops}, model {model}, image seed {image_seed}, {must_have} groups acknowledged (TIERKV_SEED={seed})"
             );
             let storage = Storage::Sim(replay.image(model, image_seed));
-            let (store, report) = DoublewriteStore::open(&storage, dir, options.clone())
+            let store = DoublewriteStore::open(&storage, dir, options.clone())
                 .unwrap_or_else(|e| panic!("recovery failed: {e}: {context}"));
+            let report = store.recovery_report().clone();
             let found = read_all(&store, &ids).unwrap_or_else(|e| panic!("read: {e}: {context}"));
             let Some(k) = (must_have..states.len()).find(|&k| states[k] == found) else {
                 panic!(
@@ -438,9 +441,9 @@ fn doublewrite_redo_repairs_torn_in_place_writes() {
             let raw = image.read_file(&pages_path).expect("pages.dat");
             let torn = ids.iter().filter(|&&id| slot_state(&raw, id, slot_bytes).is_err()).count();
             torn_images += u64::from(torn > 0);
-            let (store, report) =
-                DoublewriteStore::open(&Storage::Sim(image.clone()), dir, options.clone())
-                    .unwrap_or_else(|e| panic!("recovery failed: {e}: {context}"));
+            let store = DoublewriteStore::open(&Storage::Sim(image.clone()), dir, options.clone())
+                .unwrap_or_else(|e| panic!("recovery failed: {e}: {context}"));
+            let report = store.recovery_report().clone();
             assert!(report.doublewrite_redone, "{context}: {report:?}");
             assert_eq!(report.blocks_applied, ids.len() as u64, "{context}");
             // The batch was durable before the first in-place write: the whole second group.
@@ -558,8 +561,8 @@ fn doublewrite_failed_sync_of_the_batch_poisons() {
     // Linux may drop the pages of a failed fsync: with nothing pending kept, only the first
     // group is there.
     let image = fs.crash_image(ops, CrashModel::DropAll, 1);
-    let (store, report) =
-        DoublewriteStore::open(&Storage::Sim(image), dir, options.clone()).expect("reopen");
+    let store = DoublewriteStore::open(&Storage::Sim(image), dir, options.clone()).expect("reopen");
+    let report = store.recovery_report().clone();
     // The first group's batch is still there, complete: redone, to the same bytes.
     assert!(
         report.doublewrite_redone && report.blocks_applied == groups[0].changes.len() as u64,
@@ -568,8 +571,7 @@ fn doublewrite_failed_sync_of_the_batch_poisons() {
     assert_eq!(read_all(&store, &ids).expect("read"), states[1]);
     store.apply_group(&groups[1].writes()).expect("writes work again after reopen");
     // On the live file system (a process restart, no power loss) it is one or the other.
-    let (store, _) =
-        DoublewriteStore::open(&Storage::Sim(fs.clone()), dir, options).expect("reopen");
+    let store = DoublewriteStore::open(&Storage::Sim(fs.clone()), dir, options).expect("reopen");
     let found = read_all(&store, &ids).expect("read");
     assert!(found == states[1] || found == states[2], "a group came back in part");
 }
@@ -595,8 +597,9 @@ fn doublewrite_failed_sync_of_the_slots_poisons_and_redo_keeps_the_group() {
     drop(store);
     for model in [CrashModel::DropAll, CrashModel::Torn(TearSize::B512), CrashModel::KeepAll] {
         let image = fs.crash_image(ops, model, 7);
-        let (store, report) =
+        let store =
             DoublewriteStore::open(&Storage::Sim(image), dir, options.clone()).expect("reopen");
+        let report = store.recovery_report().clone();
         assert!(report.doublewrite_redone, "{model}: {report:?}");
         assert_eq!(read_all(&store, &ids).expect("read"), states[2], "{model}");
     }
@@ -635,8 +638,8 @@ fn doublewrite_failed_in_place_write_never_returns_other_content() {
     assert!(new >= 1 && corrupt >= 1, "{new} new, {corrupt} corrupt");
     assert!(matches!(store.apply_group(&first.writes()), Err(BlockError::Poisoned { .. })));
     drop(store);
-    let (store, report) =
-        DoublewriteStore::open(&Storage::Sim(fs.clone()), dir, options).expect("reopen");
+    let store = DoublewriteStore::open(&Storage::Sim(fs.clone()), dir, options).expect("reopen");
+    let report = store.recovery_report().clone();
     assert!(report.doublewrite_redone, "{report:?}");
     assert_eq!(read_all(&store, &ids).expect("read"), states[2]);
 }

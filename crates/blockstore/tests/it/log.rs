@@ -268,7 +268,10 @@ fn a_flipped_bit_in_any_header_field_or_the_payload_is_a_corruption_error() {
             }
             assert!(store.verify().is_err(), "verify missed a flip in the {field}");
             // The other block of the group is untouched and still reads.
-            assert_eq!(store.read(BlockId(8)).expect("neighbour").as_deref(), Some(&b"neighbour"[..]));
+            assert_eq!(
+                store.read(BlockId(8)).expect("neighbour").as_deref(),
+                Some(&b"neighbour"[..])
+            );
         }
     }
 }
@@ -309,7 +312,10 @@ fn cleaning_runs_under_concurrent_readers_and_writers() {
                         .and_then(|rest| rest.split(';').next())
                         .and_then(|v| v.parse().ok())
                         .unwrap_or_else(|| panic!("block {id} holds foreign bytes: {text:?}"));
-                    assert!(version >= floor, "block {id} went back from version {floor} to {version}");
+                    assert!(
+                        version >= floor,
+                        "block {id} went back from version {floor} to {version}"
+                    );
                     assert_eq!(bytes, content(id, version, bytes.len()), "block {id} is damaged");
                     reads.fetch_add(1, Ordering::Relaxed);
                 }
@@ -319,7 +325,8 @@ fn cleaning_runs_under_concurrent_readers_and_writers() {
         for version in 1..=600u64 {
             let a = BlockId(rng.u64(..ids));
             let b = BlockId((a.0 + 1 + rng.u64(..ids - 1)) % ids);
-            let (va, vb) = (content(a, version, 1500 + rng.usize(..1500)), content(b, version, 800));
+            let (va, vb) =
+                (content(a, version, 1500 + rng.usize(..1500)), content(b, version, 800));
             store.write_group(&[(a, &va), (b, &vb)]).expect("overwrite");
             versions[a.0 as usize].store(version, Ordering::Release);
             versions[b.0 as usize].store(version, Ordering::Release);
@@ -374,7 +381,10 @@ fn a_sustained_overwrite_stays_within_the_space_bound() {
         worst = worst.max(stats.space_amplification());
     }
     let stats = store.stats();
-    eprintln!("space amplification: worst {worst:.3}, final {:.3}; {stats:?}", stats.space_amplification());
+    eprintln!(
+        "space amplification: worst {worst:.3}, final {:.3}; {stats:?}",
+        stats.space_amplification()
+    );
     assert!(stats.segments_cleaned > 0, "nothing was cleaned: {stats:?}");
     assert!(worst <= 1.5, "space amplification reached {worst:.3}: {stats:?}");
 }
@@ -415,7 +425,8 @@ fn enospc_while_adding_a_segment_is_a_typed_error_and_loses_nothing() {
     let fs = SimFs::new();
     let storage = Storage::Sim(fs.clone());
     let dir = Path::new("/enospc");
-    let options = StoreOptions { segment_bytes: 64 << 10, ..small(Codec::None, AccessMethod::Syscall) };
+    let options =
+        StoreOptions { segment_bytes: 64 << 10, ..small(Codec::None, AccessMethod::Syscall) };
     let store = LogStore::open(&storage, dir, options.clone()).expect("open");
     let mut acked = Vec::new();
     let mut failures = 0;

@@ -13,7 +13,11 @@ pub fn content(id: BlockId, version: u64, len: usize) -> Vec<u8> {
     while bytes.len() < len {
         state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         // Half the bytes repeat, half are noise: lz4 and zstd both find something to do.
-        let byte = if (state >> 60) & 1 == 0 { b'a' + (bytes.len() % 7) as u8 } else { (state >> 32) as u8 };
+        let byte = if (state >> 60) & 1 == 0 {
+            b'a' + (bytes.len() % 7) as u8
+        } else {
+            (state >> 32) as u8
+        };
         bytes.push(byte);
     }
     bytes.truncate(len);

@@ -5,6 +5,9 @@
 //!   `tierkv-io` code paths the engine uses, with an optional side-by-side run of fio.
 //! - `wal`: the WAL benchmark (`tierkv bench wal`): commits/s and latency of the log's
 //!   backends, the device's fdatasync limit, and RocksDB and SQLite beside them.
+//! - `blocks`: the block benchmark (`tierkv bench blocks`): seed 003's 64-block write latency
+//!   and bandwidth tables (sync, 64 writes + one fdatasync, one atomic group), and a page-update
+//!   workload comparing the log store's atomic groups with the doublewrite baseline.
 //!
 //! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
 //! benchmark also runs as a test with tiny parameters, so it cannot rot.
@@ -13,5 +16,6 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+pub mod blocks;
 pub mod device;
 pub mod wal;

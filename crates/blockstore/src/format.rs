@@ -44,7 +44,10 @@ pub const SEGMENT_MAGIC: [u8; 8] = *b"TKVBSEG\x01";
 pub const MAP_MAGIC: [u8; 8] = *b"TKVBMAP\x01";
 
 /// Bytes of the map checkpoint header; entries follow.
-pub const MAP_HEADER_BYTES: usize = 64;
+pub const MAP_HEADER_BYTES: usize = 96;
+
+/// Offset of the map checkpoint header's checksum, which covers the bytes before it.
+const MAP_HEADER_CRC_OFFSET: usize = 92;
 
 /// Bytes of one map checkpoint entry.
 pub const MAP_ENTRY_BYTES: usize = 40;
@@ -327,7 +330,12 @@ pub struct SegmentHeader {
     pub number: u64,
     /// Its size in bytes when it was created.
     pub capacity: u64,
+    /// The stream it belongs to: 0 for groups of the layer above, 1 for cleaning's copies.
+    pub stream: u8,
 }
+
+/// The most streams a log store writes.
+pub const MAX_STREAMS: u8 = 2;
 
 /// Encodes a segment header into a `BLOCKS_START`-byte block.
 pub fn encode_segment_header(header: &SegmentHeader) -> Vec<u8> {
@@ -337,6 +345,7 @@ pub fn encode_segment_header(header: &SegmentHeader) -> Vec<u8> {
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&header.number.to_le_bytes());
     out.extend_from_slice(&header.capacity.to_le_bytes());
+    out.push(header.stream);
     out.resize(60, 0);
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -360,7 +369,11 @@ pub fn decode_segment_header(bytes: &[u8]) -> Result<SegmentHeader, String> {
     if version != u32::from(FORMAT_VERSION) {
         return Err(format!("unknown segment format version {version}"));
     }
-    Ok(SegmentHeader { number: u64_at(bytes, 16), capacity: u64_at(bytes, 24) })
+    let stream = bytes[32];
+    if stream >= MAX_STREAMS {
+        return Err(format!("unknown segment stream {stream}"));
+    }
+    Ok(SegmentHeader { number: u64_at(bytes, 16), capacity: u64_at(bytes, 24), stream })
 }
 
 /// Where a block lives: what a map entry holds.
@@ -390,10 +403,10 @@ impl Location {
 pub struct MapHeader {
     /// The checkpoint's sequence number (also its file name).
     pub sequence: u64,
-    /// Recovery scans the log from this segment...
-    pub scan_segment: u64,
-    /// ...at this offset.
-    pub scan_offset: u64,
+    /// Where recovery's scan starts in each stream, `(segment, offset)` (by stream code):
+    /// that stream's segments from this one on, this one from the offset. `(0, 0)` scans
+    /// every segment of the stream.
+    pub scan: [(u64, u64); MAX_STREAMS as usize],
     /// Every group below this id is reflected in the entries or lies after the scan start.
     pub next_group: GroupId,
     /// Entries that follow.
@@ -408,13 +421,16 @@ pub fn encode_map(header: &MapHeader, entries: &[(BlockId, Location)]) -> Vec<u8
     out.extend_from_slice(&u32::from(FORMAT_VERSION).to_le_bytes());
     out.extend_from_slice(&[0u8; 4]);
     out.extend_from_slice(&header.sequence.to_le_bytes());
-    out.extend_from_slice(&header.scan_segment.to_le_bytes());
-    out.extend_from_slice(&header.scan_offset.to_le_bytes());
+    for (segment, offset) in header.scan {
+        out.extend_from_slice(&segment.to_le_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+    }
     out.extend_from_slice(&header.next_group.0.to_le_bytes());
     out.extend_from_slice(&header.entries.to_le_bytes());
-    out.resize(60, 0);
+    out.resize(MAP_HEADER_CRC_OFFSET, 0);
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
+    debug_assert_eq!(out.len(), MAP_HEADER_BYTES);
     for (id, location) in entries {
         out.extend_from_slice(&id.0.to_le_bytes());
         out.extend_from_slice(&location.segment.to_le_bytes());
@@ -439,7 +455,7 @@ pub fn decode_map(bytes: &[u8]) -> Result<MapContents, (u64, String)> {
     if bytes[0..8] != MAP_MAGIC {
         return Err((0, format!("bad map checkpoint magic {:02x?}", &bytes[0..8])));
     }
-    if crc32c::crc32c(&bytes[..60]) != u32_at(bytes, 60) {
+    if crc32c::crc32c(&bytes[..MAP_HEADER_CRC_OFFSET]) != u32_at(bytes, MAP_HEADER_CRC_OFFSET) {
         return Err((0, "map checkpoint header checksum does not match".into()));
     }
     let version = u32_at(bytes, 8);
@@ -448,14 +464,13 @@ pub fn decode_map(bytes: &[u8]) -> Result<MapContents, (u64, String)> {
     }
     let header = MapHeader {
         sequence: u64_at(bytes, 16),
-        scan_segment: u64_at(bytes, 24),
-        scan_offset: u64_at(bytes, 32),
-        next_group: GroupId(u64_at(bytes, 40)),
-        entries: u64_at(bytes, 48),
+        scan: [(u64_at(bytes, 24), u64_at(bytes, 32)), (u64_at(bytes, 40), u64_at(bytes, 48))],
+        next_group: GroupId(u64_at(bytes, 56)),
+        entries: u64_at(bytes, 64),
     };
     let body = (bytes.len() - MAP_HEADER_BYTES - 4) as u64;
     if header.entries.checked_mul(MAP_ENTRY_BYTES as u64) != Some(body) {
-        return Err((48, format!("{} entries do not fit {body} bytes", header.entries)));
+        return Err((64, format!("{} entries do not fit {body} bytes", header.entries)));
     }
     let crc_at = bytes.len() - 4;
     if crc32c::crc32c(&bytes[MAP_HEADER_BYTES..crc_at]) != u32_at(bytes, crc_at) {

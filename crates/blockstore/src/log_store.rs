@@ -9,39 +9,45 @@
 //! running, covering every group written before it began (group commit). Only then are the
 //! group's blocks applied to the map, so a reader never sees a partial group.
 //!
-//! **Rotation**: a group that does not fit the active segment goes to a new one. Before the
-//! first write to it, the old segment is synced, under the writer lock: a segment is complete
-//! and durable before its successor holds anything, so recovery can treat the first invalid
-//! block of any segment but the last as damage, not as a torn tail.
+//! **Streams and rotation**: groups of the layer above go to the user stream; cleaning's
+//! copies go to a cold stream with segments of its own, so that blocks that survived a
+//! cleaning (likely cold) do not mix with fresh writes. Each stream has one active segment.
+//! A group that does not fit its stream's active segment goes to a new one (numbers are
+//! shared by both streams). Before the first write to it, the old segment is synced, under
+//! the writer lock: a segment is complete and durable before its stream's next one holds
+//! anything, so recovery can treat the first invalid block of any segment but a stream's
+//! last as damage, not as a torn tail. A group-commit round syncs every segment written since
+//! its last sync.
 //!
 //! **Map checkpoints** (`checkpoint`): the map is written to `{sequence}.map` (temp file,
-//! sync, rename, directory sync) with the position where recovery's scan must start: the
-//! earliest group written but not yet applied to the map, or else the tail.
+//! sync, rename, directory sync) with, for each stream, the position where recovery's scan
+//! must start: the stream's earliest group written but not yet applied to the map, or else
+//! its tail. No cleaning runs while a checkpoint is taken.
 //!
-//! **Recovery** (`open`): load the newest map checkpoint, then scan the segments from its scan
-//! position in order, applying complete groups. The version of each block (the group that
-//! wrote its content) decides between copies, so replay is idempotent and order-independent
-//! for content. The first invalid block or incomplete group in the last segment is the torn
-//! tail: the file is cut there and refilled with zeros. Recovery's time is bounded by the log
-//! written after the checkpoint.
+//! **Recovery** (`open`): load the newest map checkpoint, then scan each stream's segments
+//! from its scan position, all in number order, applying complete groups. The version of
+//! each block (the group that wrote its content) decides between copies, so replay is
+//! idempotent and order-independent for content. The first invalid block or incomplete group
+//! in a stream's last segment is the torn tail: the file is cut there and refilled with
+//! zeros. Recovery's time is bounded by the log written after the checkpoint.
 //!
 //! **Cleaning** (`clean_once`, in the background by default): while the segment files hold
 //! more than `space_target` times the live bytes, the sealed segment with the smallest share
 //! of live bytes is emptied: its live blocks, and its tombstones that recovery from the last
-//! checkpoint may still need (those at or after its scan position), are copied to the tail
-//! in relocation groups (same version, `FLAG_RELOCATED`), each made durable and then applied
-//! only where the map still points at the old copy; then the file is deleted. The copies lie
-//! after every scan position, so recovery finds them, and they correct the checkpoint's
-//! entries that pointed into the deleted segment. A writer that finds the files 10% over the
-//! target cleans before it returns, so writes cannot outrun the cleaner.
+//! checkpoint may still need (those at or after their stream's scan position), are copied to
+//! the cold stream in relocation groups (same version, `FLAG_RELOCATED`), each made durable
+//! and then applied only where the map still points at the old copy; then the file is
+//! deleted. The copies lie after every scan position, so recovery finds them, and they
+//! correct the checkpoint's entries that pointed into the deleted segment. A writer that
+//! finds the files 10% over the target cleans before it returns, so writes cannot outrun
+//! the cleaner.
 //!
 //! Invariants:
-//! 1. Group ids grow with log position: a group's id is larger than every id before it in the
-//!    log. Each group lies within one segment.
+//! 1. Group ids grow with position in each segment, and each group lies within one segment.
 //! 2. The map points only at durable blocks of complete groups, and for each id at the copy
 //!    with the highest version (for equal versions, the latest copy).
-//! 3. Every segment but the active one is durable in full; the active one is durable up to
-//!    the last group whose round completed.
+//! 3. Every segment but the two active ones is durable in full; an active one is durable up
+//!    to the last group whose round completed.
 //! 4. No lock is held across an fdatasync that keeps other writers from writing their groups
 //!    (the rotation sync is the exception, once per segment). Readers never take the writer
 //!    lock; they hold the index lock only to look up a location.
@@ -111,6 +117,7 @@ struct SegmentFile {
 
 struct SegmentInfo {
     file: Arc<SegmentFile>,
+    stream: Stream,
     /// Bytes of the file.
     capacity: u64,
     /// Footprint of the blocks the map points at in it.
@@ -155,11 +162,41 @@ impl Index {
     }
 }
 
-/// The tail of the log, under the writer lock.
-struct Writer {
+/// Which log a group goes to. Cleaning's copies go to a stream of their own: the blocks
+/// that survive cleaning tend to be cold, and kept apart from fresh writes they fill
+/// segments that stay live, while fresh writes die together and leave emptier victims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stream {
+    /// Groups written by the layer above.
+    User = 0,
+    /// Relocation groups written by cleaning.
+    Cold = 1,
+}
+
+const STREAMS: usize = 2;
+
+impl Stream {
+    fn from_code(code: u8) -> Option<Stream> {
+        match code {
+            0 => Some(Stream::User),
+            1 => Some(Stream::Cold),
+            _ => None,
+        }
+    }
+}
+
+/// The active segment of a stream and where its next group goes.
+struct StreamTail {
     active: Arc<SegmentFile>,
     capacity: u64,
     tail: u64,
+}
+
+/// The tails of the log, under the writer lock.
+struct Writer {
+    /// By `Stream`; the cold stream has none until cleaning first copies something.
+    streams: [Option<StreamTail>; STREAMS],
+    next_segment: u64,
     next_group: u64,
     buffer: Vec<u8>,
 }
@@ -173,26 +210,44 @@ struct SyncState {
     durable: u64,
     /// A round is running.
     running: bool,
-    /// The segment holding `written`.
-    segment: Option<Arc<SegmentFile>>,
+    /// Segments written since their last sync: what the next round syncs.
+    dirty: Vec<Arc<SegmentFile>>,
 }
 
 /// Groups written but not yet applied to the map, and the tail: where a checkpoint's scan
 /// must start. Written under the writer lock; read under the index lock.
 #[derive(Default)]
 struct Inflight {
-    groups: BTreeMap<u64, (u64, u64)>,
-    tail: (u64, u64),
+    groups: BTreeMap<u64, (Stream, u64, u64)>,
+    /// Each stream's tail: (segment, offset).
+    tails: [Option<(u64, u64)>; STREAMS],
     next_group: u64,
     bytes_since_checkpoint: u64,
+}
+
+impl Inflight {
+    /// Where a checkpoint taken now must have recovery start in `stream`: its first group
+    /// not yet in the map, or else its tail, or `(0, 0)` (all of it) when it has no segment.
+    fn scan_start(&self, stream: Stream) -> (u64, u64) {
+        let pending = self
+            .groups
+            .values()
+            .filter(|(s, _, _)| *s == stream)
+            .map(|&(_, segment, offset)| (segment, offset))
+            .min();
+        pending.or(self.tails[stream as usize]).unwrap_or((0, 0))
+    }
+
+    /// The active segments, which cleaning must leave alone.
+    fn actives(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tails.iter().flatten().map(|&(segment, _)| segment)
+    }
 }
 
 #[derive(Default)]
 struct CheckpointState {
     /// Sequence number of the last checkpoint written or loaded (0: none).
     sequence: u64,
-    /// Where its recovery scan starts: (segment, offset).
-    scan: (u64, u64),
 }
 
 struct Shared {
@@ -253,9 +308,13 @@ impl LogStore {
         let mut recovered = recover(storage, &dir, &options)?;
         recovered.report.elapsed = started.elapsed();
         let Recovered { index, writer, checkpoint, report } = recovered;
+        let mut tails = [None; STREAMS];
+        for (tail, stream) in tails.iter_mut().zip(&writer.streams) {
+            *tail = stream.as_ref().map(|s| (s.active.number, s.tail));
+        }
         let inflight = Inflight {
             groups: BTreeMap::new(),
-            tail: (writer.active.number, writer.tail),
+            tails,
             next_group: writer.next_group,
             bytes_since_checkpoint: 0,
         };
@@ -269,7 +328,7 @@ impl LogStore {
                 written: last,
                 durable: last,
                 running: false,
-                segment: Some(Arc::clone(&writer.active)),
+                dirty: Vec::new(),
             }),
             writer: Mutex::new(writer),
             synced: Condvar::new(),
@@ -353,7 +412,7 @@ impl BlockStore for LogStore {
                 },
             });
         }
-        let (group, placed) = shared.write_group(&prepared)?;
+        let (group, placed) = shared.write_group(&prepared, Stream::User)?;
         shared.wait_durable(group)?;
         shared.apply(group, &placed);
         Counters::add(&shared.counters.groups, 1);
@@ -564,17 +623,27 @@ impl Shared {
     }
 
     /// Encodes and writes a group at the tail; returns its id and where each block went.
-    fn write_group(&self, blocks: &[Prepared]) -> Result<(u64, Vec<Placed>), BlockError> {
+    fn write_group(
+        &self,
+        blocks: &[Prepared],
+        stream: Stream,
+    ) -> Result<(u64, Vec<Placed>), BlockError> {
         debug_assert!(!blocks.is_empty() && blocks.len() <= MAX_GROUP_BLOCKS);
         let footprint: u64 = blocks.iter().map(|b| format::block_footprint(b.stored.len())).sum();
         let mut writer = lock(&self.writer);
         self.check_open()?;
-        if writer.tail + footprint > writer.capacity {
-            self.rotate(&mut writer, footprint)?;
+        let fits = writer.streams[stream as usize]
+            .as_ref()
+            .is_some_and(|s| s.tail + footprint <= s.capacity);
+        if !fits {
+            self.rotate(&mut writer, stream, footprint)?;
         }
         let group = writer.next_group;
-        let start = writer.tail;
-        let segment = writer.active.number;
+        let (active, start) = match &writer.streams[stream as usize] {
+            Some(s) => (Arc::clone(&s.active), s.tail),
+            None => unreachable!("rotate leaves the stream an active segment"),
+        };
+        let segment = active.number;
         let count = blocks.len() as u32;
         let mut buffer = std::mem::take(&mut writer.buffer);
         buffer.clear();
@@ -609,7 +678,7 @@ impl Shared {
         assert_eq!(buffer.len() as u64, footprint);
         // CRASH: a partly written group is discarded by recovery (no last-in-group block, or
         // a block whose checksum fails); it was not acknowledged.
-        let written = writer.active.writer.write_at(&buffer, start);
+        let written = active.writer.write_at(&buffer, start);
         if buffer.capacity() <= 2 * RELOCATION_GROUP_BYTES as usize {
             writer.buffer = buffer;
         }
@@ -619,41 +688,47 @@ impl Shared {
             return Err(error);
         }
         Counters::add(&self.counters.device_bytes_written, footprint);
-        writer.tail += footprint;
+        let end = start + footprint;
+        if let Some(s) = writer.streams[stream as usize].as_mut() {
+            s.tail = end;
+        }
         writer.next_group += 1;
         {
             let mut inflight = lock(&self.inflight);
-            inflight.groups.insert(group, (segment, start));
-            inflight.tail = (segment, writer.tail);
+            inflight.groups.insert(group, (stream, segment, start));
+            inflight.tails[stream as usize] = Some((segment, end));
             inflight.next_group = writer.next_group;
             inflight.bytes_since_checkpoint += footprint;
         }
         let mut sync = lock(&self.sync);
         sync.written = group;
-        sync.segment = Some(Arc::clone(&writer.active));
+        if !sync.dirty.iter().any(|f| f.number == segment) {
+            sync.dirty.push(active);
+        }
         Ok((group, placed))
     }
 
-    /// Seals the active segment (durably) and starts a new one with room for `needed` bytes.
-    fn rotate(&self, writer: &mut Writer, needed: u64) -> Result<(), BlockError> {
-        // IMPORTANT: the old segment is made durable before anything goes to the next one, so
-        // only the last segment can end in a torn group (see the module header).
-        if let Err(error) = writer.active.writer.sync_data() {
-            let error = BlockError::from(error);
-            self.poison(&error);
-            return Err(error);
+    /// Seals a stream's active segment (durably) and starts a new one with room for
+    /// `needed` bytes.
+    fn rotate(&self, writer: &mut Writer, stream: Stream, needed: u64) -> Result<(), BlockError> {
+        if let Some(old) = &writer.streams[stream as usize] {
+            // IMPORTANT: the old segment is made durable before anything goes to the stream's
+            // next one, so only a stream's last segment can end in a torn group.
+            if let Err(error) = old.active.writer.sync_data() {
+                let error = BlockError::from(error);
+                self.poison(&error);
+                return Err(error);
+            }
+            Counters::add(&self.counters.syncs, 1);
+            let number = old.active.number;
+            lock(&self.sync).dirty.retain(|f| f.number != number);
         }
-        Counters::add(&self.counters.syncs, 1);
-        {
-            let mut sync = lock(&self.sync);
-            sync.durable = sync.durable.max(sync.written);
-            self.synced.notify_all();
-        }
-        let number = writer.active.number + 1;
+        let number = writer.next_segment;
         let capacity =
             self.options.segment_bytes.max((BLOCKS_START + needed).next_multiple_of(4096));
         let segment =
-            match create_segment(&self.storage, &self.dir, &self.options, number, capacity) {
+            match create_segment(&self.storage, &self.dir, &self.options, number, capacity, stream)
+            {
                 Ok(segment) => Arc::new(segment),
                 Err(error) => {
                     // Nothing was lost: the old segment is intact and durable. A failed creation
@@ -665,13 +740,14 @@ impl Shared {
             let mut index = self.write_index();
             index.segments.insert(
                 number,
-                SegmentInfo { file: Arc::clone(&segment), capacity, live_bytes: 0 },
+                SegmentInfo { file: Arc::clone(&segment), stream, capacity, live_bytes: 0 },
             );
             index.file_bytes += capacity;
         }
-        writer.active = segment;
-        writer.capacity = capacity;
-        writer.tail = BLOCKS_START;
+        writer.next_segment += 1;
+        writer.streams[stream as usize] =
+            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START });
+        lock(&self.inflight).tails[stream as usize] = Some((number, BLOCKS_START));
         Ok(())
     }
 
@@ -693,19 +769,18 @@ impl Shared {
             }
             sync.running = true;
             let target = sync.written;
-            let segment = sync.segment.clone();
+            // Every group up to `target` lies in one of these, or in a segment a rotation
+            // synced.
+            let files = std::mem::take(&mut sync.dirty);
             drop(sync);
             // CRASH: until this returns, the groups up to `target` may or may not survive;
             // none of them is acknowledged yet.
-            let result = match &segment {
-                Some(segment) => segment.writer.sync_data(),
-                None => Ok(()),
-            };
+            let result = files.iter().try_for_each(|file| file.writer.sync_data());
             sync = lock(&self.sync);
             sync.running = false;
             match result {
                 Ok(()) => {
-                    Counters::add(&self.counters.syncs, 1);
+                    Counters::add(&self.counters.syncs, files.len() as u64);
                     sync.durable = sync.durable.max(target);
                 }
                 Err(error) => {
@@ -784,40 +859,52 @@ impl Shared {
     }
 
     fn over(&self, factor: f64) -> bool {
-        let tail = lock(&self.inflight).tail;
+        let tails = lock(&self.inflight).tails;
         let index = self.read_index();
-        self.exceeds(&index, tail, factor)
+        self.exceeds(&index, &tails, factor)
     }
 
     /// True when the bytes written to segments (all of each sealed segment, the used part
-    /// of the active one) exceed `factor` times the live bytes. The active segment's unused
-    /// part is left out: cleaning cannot give it back.
-    fn exceeds(&self, index: &Index, tail: (u64, u64), factor: f64) -> bool {
-        let unused = index.segments.get(&tail.0).map_or(0, |info| info.capacity - tail.1);
-        let used = index.file_bytes - unused;
+    /// of the active ones) exceed `factor` times the live bytes. The active segments' unused
+    /// parts are left out: cleaning cannot give them back.
+    fn exceeds(&self, index: &Index, tails: &[Option<(u64, u64)>], factor: f64) -> bool {
+        let unused: u64 = tails
+            .iter()
+            .flatten()
+            .map(|&(segment, tail)| {
+                index.segments.get(&segment).map_or(0, |info| info.capacity.saturating_sub(tail))
+            })
+            .sum();
+        let used = index.file_bytes.saturating_sub(unused);
         used as f64 > factor * index.live_bytes as f64
     }
 
-    /// Free bytes left in the active segment.
-    fn active_free_bytes(&self) -> u64 {
+    /// Free bytes left in the cold stream's active segment (a fresh segment's worth when it
+    /// has none yet).
+    fn cold_free_bytes(&self) -> u64 {
         let writer = lock(&self.writer);
-        writer.capacity - writer.tail
+        match &writer.streams[Stream::Cold as usize] {
+            Some(s) => s.capacity - s.tail,
+            None => self.options.segment_bytes - BLOCKS_START,
+        }
     }
 
     /// Writes a map checkpoint (see the module header).
     fn write_checkpoint(&self) -> Result<(), BlockError> {
+        // IMPORTANT: no relocation group may be in flight while the snapshot is taken: a
+        // copy of a block deleted meanwhile would be replayed after a scan position that
+        // no longer sees the tombstone.
+        let _cleaning = lock(&self.cleaning);
         let mut state = lock(&self.checkpoint);
         let (header, entries) = {
             let index = self.read_index();
             let inflight = lock(&self.inflight);
-            let (scan_segment, scan_offset) =
-                inflight.groups.values().next().copied().unwrap_or(inflight.tail);
+            let scan = [inflight.scan_start(Stream::User), inflight.scan_start(Stream::Cold)];
             let entries: Vec<(BlockId, Location)> =
                 index.map.iter().map(|(&id, &location)| (id, location)).collect();
             let header = MapHeader {
                 sequence: state.sequence + 1,
-                scan_segment,
-                scan_offset,
+                scan,
                 next_group: GroupId(inflight.next_group),
                 entries: entries.len() as u64,
             };
@@ -848,13 +935,17 @@ impl Shared {
         Counters::add(&self.counters.syncs, 2);
         let previous = state.sequence;
         state.sequence = header.sequence;
-        state.scan = (header.scan_segment, header.scan_offset);
         drop(state);
         {
-            // Tombstones before the scan position are in the checkpoint now.
+            // Tombstones before their stream's scan position are in the checkpoint now.
             let mut index = self.write_index();
-            let keep = index.tombstones.split_off(&(header.scan_segment, header.scan_offset));
-            index.tombstones = keep;
+            let index = &mut *index;
+            let segments = &index.segments;
+            index.tombstones.retain(|&(segment, offset), _| {
+                segments
+                    .get(&segment)
+                    .is_none_or(|info| (segment, offset) >= header.scan[info.stream as usize])
+            });
         }
         lock(&self.inflight).bytes_since_checkpoint = 0;
         if previous > 0 {
@@ -881,15 +972,17 @@ impl Shared {
     /// The segment to clean next: when over the space target, the sealed segment with the
     /// smallest share of live bytes that is worth cleaning; otherwise one with nothing live.
     fn pick_victim(&self) -> Result<Option<u64>, BlockError> {
-        let tail = lock(&self.inflight).tail;
-        let active = tail.0;
+        let (tails, actives): (_, Vec<u64>) = {
+            let inflight = lock(&self.inflight);
+            (inflight.tails, inflight.actives().collect())
+        };
         let index = self.read_index();
-        if !self.exceeds(&index, tail, self.options.space_target) {
+        if !self.exceeds(&index, &tails, self.options.space_target) {
             // Under the target; still drop segments nothing points at.
             let empty = index
                 .segments
                 .iter()
-                .find(|(&n, info)| n != active && info.live_bytes == 0)
+                .find(|(n, info)| !actives.contains(n) && info.live_bytes == 0)
                 .map(|(&n, _)| n);
             return Ok(empty);
         }
@@ -901,9 +994,9 @@ impl Shared {
         let best = index
             .segments
             .iter()
-            .filter(|(&n, info)| {
+            .filter(|(n, info)| {
                 let room = info.capacity - BLOCKS_START;
-                n != active
+                !actives.contains(n)
                     && room - info.live_bytes.min(room)
                         >= (info.capacity as f64 * (1.0 - CLEAN_MAX_LIVE_SHARE)) as u64
             })
@@ -981,7 +1074,7 @@ impl Shared {
             }
             // Relocation groups fill the active segment before it rotates, so cleaning
             // wastes no tail space (each block is its own unit; nothing groups them).
-            let free = self.active_free_bytes();
+            let free = self.cold_free_bytes();
             if !batch.is_empty() && batch_bytes + location.footprint() > free {
                 self.relocate(&batch, &olds, batch_bytes)?;
                 batch.clear();
@@ -1038,7 +1131,7 @@ impl Shared {
         olds: &[Location],
         bytes: u64,
     ) -> Result<(), BlockError> {
-        let (group, placed) = self.write_group(batch)?;
+        let (group, placed) = self.write_group(batch, Stream::Cold)?;
         self.wait_durable(group)?;
         self.apply_relocation(group, &placed, olds);
         Counters::add(&self.counters.blocks_relocated, batch.len() as u64);
@@ -1120,6 +1213,7 @@ fn create_segment(
     options: &StoreOptions,
     number: u64,
     capacity: u64,
+    stream: Stream,
 ) -> Result<SegmentFile, BlockError> {
     let name = format::segment_file_name(number);
     let temp = dir.join(format!("{name}.tmp"));
@@ -1135,7 +1229,8 @@ fn create_segment(
     if file.len() != capacity {
         file.set_len(capacity)?;
     }
-    file.write_at(&format::encode_segment_header(&SegmentHeader { number, capacity }), 0)?;
+    let header = SegmentHeader { number, capacity, stream: stream as u8 };
+    file.write_at(&format::encode_segment_header(&header), 0)?;
     file.sync_all()?;
     drop(file);
     storage.rename(&temp, dir.join(&name))?;
@@ -1178,7 +1273,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
     let mut index = Index::default();
     let mut checkpoint = CheckpointState::default();
     let mut next_group = 1u64;
-    let mut scan_from: Option<(u64, u64)> = None;
+    let mut scan_from: Option<[(u64, u64); STREAMS]> = None;
     if let Some(&sequence) = maps.last() {
         let path = dir.join(format::map_file_name(sequence));
         let file = storage.open(&path, &OpenOptions::new(AccessMethod::Syscall).read_only(true))?;
@@ -1189,16 +1284,18 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         })?;
         report.checkpoint = Some(header.sequence);
         report.checkpoint_entries = header.entries;
-        checkpoint = CheckpointState { sequence, scan: (header.scan_segment, header.scan_offset) };
+        checkpoint = CheckpointState { sequence };
         next_group = header.next_group.0;
-        scan_from = Some((header.scan_segment, header.scan_offset));
+        scan_from = Some(header.scan);
         index.map = entries.into_iter().collect();
         for &older in &maps[..maps.len() - 1] {
             storage.remove_file(dir.join(format::map_file_name(older)))?;
         }
     }
 
-    // Open every segment and check its header.
+    // Open every segment and check its header; find each stream's last segment.
+    let mut last_of_stream: [Option<u64>; STREAMS] = [None; STREAMS];
+    let mut stream_of: HashMap<u64, Stream> = HashMap::new();
     for &number in &segments {
         let segment = open_segment(storage, dir, options, number)?;
         let capacity = segment.writer.len();
@@ -1218,38 +1315,55 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
                 ),
             });
         }
+        let Some(stream) = Stream::from_code(header.stream) else {
+            return Err(BlockError::Corruption {
+                file: segment.path.clone(),
+                offset: 32,
+                block: None,
+                detail: format!("unknown stream {}", header.stream),
+            });
+        };
+        stream_of.insert(number, stream);
+        // `segments` is sorted, so the last one seen is the highest.
+        last_of_stream[stream as usize] = Some(number);
         index.file_bytes += capacity;
-        index
-            .segments
-            .insert(number, SegmentInfo { file: Arc::new(segment), capacity, live_bytes: 0 });
+        index.segments.insert(
+            number,
+            SegmentInfo { file: Arc::new(segment), stream, capacity, live_bytes: 0 },
+        );
     }
-    let (scan_segment, scan_offset) =
-        scan_from.unwrap_or((segments.first().copied().unwrap_or(1), BLOCKS_START));
+    let scan = scan_from.unwrap_or([(0, 0); STREAMS]);
     // The scan's first segment may have been cleaned away since the checkpoint: what it
     // held that recovery needs was copied to later segments first.
 
     // Replay.
     let mut deleted: HashMap<BlockId, GroupId> = HashMap::new();
-    // Group ids only grow along the log; the scan may start before groups the checkpoint
-    // already counted (written, not yet applied when it was taken), so it starts from 0.
-    let mut last_group = 0u64;
-    let mut tail: Option<(u64, u64)> = None;
-    let last_segment = segments.last().copied();
-    let scanned: Vec<u64> = segments.iter().copied().filter(|&n| n >= scan_segment).collect();
+    // Group ids grow along each segment; the two streams interleave between segments, and
+    // the scan may start before groups the checkpoint already counted (written, not yet
+    // applied when it was taken), so the check starts from 0 in each segment.
+    let mut max_group = 0u64;
+    let mut tails: [Option<(u64, u64)>; STREAMS] = [None; STREAMS];
+    let scanned: Vec<u64> =
+        segments.iter().copied().filter(|n| *n >= scan[stream_of[n] as usize].0).collect();
     for number in scanned {
         let file = Arc::clone(&index.segments[&number].file);
+        let stream = stream_of[&number];
         report.segments_scanned += 1;
-        let start = if number == scan_segment { scan_offset } else { BLOCKS_START };
+        let (scan_segment, scan_offset) = scan[stream as usize];
+        let start =
+            if number == scan_segment { scan_offset.max(BLOCKS_START) } else { BLOCKS_START };
+        let mut last_group = 0u64;
         let outcome = scan_segment_file(&file, start, &mut last_group, |header, offset| {
             if header.is_tombstone() {
                 index.tombstones.insert((number, offset), (header.id, header.version));
             }
             apply_recovered(&mut index.map, &mut deleted, number, offset, header);
         })?;
+        max_group = max_group.max(last_group);
         report.bytes_scanned += outcome.end - start;
         report.groups_applied += outcome.groups;
         report.blocks_applied += outcome.blocks;
-        let is_last = Some(number) == last_segment;
+        let is_last = last_of_stream[stream as usize] == Some(number);
         match outcome.stop {
             None => {}
             Some((cut, reason, discarded_blocks)) if is_last => {
@@ -1260,7 +1374,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
                 report.discarded_bytes = outcome.end.saturating_sub(cut);
                 report.stop = Some((file.path.clone(), cut, reason));
                 cut_and_refill(&file, cut, capacity)?;
-                tail = Some((number, cut));
+                tails[stream as usize] = Some((number, cut));
                 continue;
             }
             Some((cut, reason, _)) => {
@@ -1268,7 +1382,9 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
                     file: file.path.clone(),
                     offset: cut,
                     block: None,
-                    detail: format!("a sealed segment ends in an invalid block: {reason}"),
+                    detail: format!(
+                        "a sealed segment (not its stream's last) ends in an invalid block: {reason}"
+                    ),
                 });
             }
         }
@@ -1282,10 +1398,10 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
             if outcome.end < capacity {
                 cut_and_refill(&file, outcome.end, capacity)?;
             }
-            tail = Some((number, outcome.end));
+            tails[stream as usize] = Some((number, outcome.end));
         }
     }
-    next_group = next_group.max(last_group + 1);
+    next_group = next_group.max(max_group + 1);
 
     // Live bytes, and a check that every entry points at a segment that exists.
     let entries: Vec<(BlockId, Location)> = index.map.iter().map(|(&id, &l)| (id, l)).collect();
@@ -1310,30 +1426,42 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         index.live_bytes += location.footprint();
     }
 
-    // The writer continues in the last segment, or in a new first one.
-    let writer = match tail {
-        Some((number, offset)) => {
+    // Each stream continues in its last segment. One that recovery did not scan (it lies
+    // before the scan position, which a checkpoint only allows when it was full) takes no
+    // more groups: its tail is its end.
+    let mut streams: [Option<StreamTail>; STREAMS] = [None, None];
+    for (slot, last) in streams.iter_mut().zip(last_of_stream) {
+        if let Some(number) = last {
             let info = &index.segments[&number];
-            Writer {
+            let tail = tails.iter().flatten().find(|(n, _)| *n == number).map(|&(_, t)| t);
+            *slot = Some(StreamTail {
                 active: Arc::clone(&info.file),
                 capacity: info.capacity,
-                tail: offset,
-                next_group,
-                buffer: Vec::new(),
-            }
+                tail: tail.unwrap_or(info.capacity),
+            });
         }
-        None => {
-            let number = segments.last().map_or(1, |n| n + 1);
-            let capacity = options.segment_bytes;
-            let segment = Arc::new(create_segment(storage, dir, options, number, capacity)?);
-            index.segments.insert(
-                number,
-                SegmentInfo { file: Arc::clone(&segment), capacity, live_bytes: 0 },
-            );
-            index.file_bytes += capacity;
-            Writer { active: segment, capacity, tail: BLOCKS_START, next_group, buffer: Vec::new() }
-        }
-    };
+    }
+    let mut next_segment = segments.last().map_or(1, |n| n + 1);
+    if streams[Stream::User as usize].is_none() {
+        let number = next_segment;
+        next_segment += 1;
+        let capacity = options.segment_bytes;
+        let segment =
+            Arc::new(create_segment(storage, dir, options, number, capacity, Stream::User)?);
+        index.segments.insert(
+            number,
+            SegmentInfo {
+                file: Arc::clone(&segment),
+                stream: Stream::User,
+                capacity,
+                live_bytes: 0,
+            },
+        );
+        index.file_bytes += capacity;
+        streams[Stream::User as usize] =
+            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START });
+    }
+    let writer = Writer { streams, next_segment, next_group, buffer: Vec::new() };
     Ok(Recovered { index, writer, checkpoint, report })
 }
 

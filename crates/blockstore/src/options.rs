@@ -13,7 +13,7 @@ pub struct StoreOptions {
     pub read_method: AccessMethod,
     /// How new blocks are compressed. Default `None`.
     pub codec: Codec,
-    /// Bytes of each segment file, preallocated at creation. Default 32 MiB.
+    /// Bytes of each segment file, preallocated at creation. Default 16 MiB.
     pub segment_bytes: u64,
     /// A map checkpoint is written after this many bytes of log, which bounds recovery's scan.
     /// Default 256 MiB.
@@ -32,7 +32,7 @@ impl Default for StoreOptions {
         StoreOptions {
             read_method: AccessMethod::Syscall,
             codec: Codec::None,
-            segment_bytes: 32 << 20,
+            segment_bytes: 16 << 20,
             checkpoint_bytes: 256 << 20,
             space_target: 1.3,
             background_cleaning: true,

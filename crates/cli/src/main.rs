@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use tierkv_bench::blocks::{self as blocks_bench, BlocksBenchConfig, Distribution, MicroPattern};
 use tierkv_bench::device::{self, CacheState, DeviceConfig, IoOp, Pattern};
 use tierkv_bench::wal::{self as wal_bench, WalBenchConfig};
 use tierkv_io::stress::{self, StressConfig, StressReport};
@@ -73,6 +74,74 @@ enum Bench {
     /// The write-ahead log: commits/s and latency by backend, threads and record size, beside
     /// the device's fdatasync limit and, where installed, RocksDB and SQLite.
     Wal(Box<WalArgs>),
+    /// The block store: seed 003's 64-block write latency and bandwidth tables (sync, 64
+    /// writes + one fdatasync, one atomic group) and a page-update workload comparing the log
+    /// store's atomic groups with the doublewrite baseline.
+    Blocks(Box<BlocksArgs>),
+}
+
+#[derive(Args)]
+struct BlocksArgs {
+    /// Directory to create the scratch files and stores in (removed again afterwards).
+    #[arg(long)]
+    path: PathBuf,
+    /// Timed repetitions of each 64 × 512 B latency operation.
+    #[arg(long, default_value_t = 200)]
+    repeats: usize,
+    /// Timed repetitions of each 64 × 16 KiB bandwidth operation.
+    #[arg(long, default_value_t = 50)]
+    bandwidth_repeats: usize,
+    /// Micro-benchmark patterns (comma-separated): random, strided, sequential.
+    #[arg(long, value_delimiter = ',', default_value = "random,strided,sequential")]
+    patterns: Vec<MicroPattern>,
+    /// Size of the preallocated file the micro-benchmarks write into.
+    #[arg(long, default_value = "64m", value_parser = device::parse_bytes)]
+    file_size: u64,
+    /// Distance between the blocks of the strided pattern, in blocks.
+    #[arg(long, default_value_t = 8)]
+    stride_blocks: u64,
+    /// Page sizes of the page-update workload.
+    #[arg(long, value_delimiter = ',', default_value = "4k,16k", value_parser = device::parse_bytes)]
+    page_sizes: Vec<u64>,
+    /// MiB of pages in the data set (page updates and the overwrite test).
+    #[arg(long, default_value_t = 256)]
+    pages_mib: u64,
+    /// Seconds of page updates per mode per page size (a trailing `s` is accepted).
+    #[arg(long, default_value = "30", value_parser = parse_seconds)]
+    duration: f64,
+    /// Run exactly this many page updates per mode instead of `--duration`.
+    #[arg(long)]
+    updates: Option<u64>,
+    /// How updates pick a page: zipfian (theta 0.99, scrambled) or uniform.
+    #[arg(long, default_value = "zipfian")]
+    distribution: Distribution,
+    /// Zipfian exponent.
+    #[arg(long, default_value_t = 0.99)]
+    theta: f64,
+    /// Flush the dirty pages after this many updates.
+    #[arg(long, default_value_t = 1000)]
+    checkpoint_every: u64,
+    /// Pages per atomic group of a flush, at most.
+    #[arg(long, default_value_t = 256)]
+    group_pages: usize,
+    /// Minutes of the sustained-overwrite test of the log store's space amplification (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    overwrite_minutes: f64,
+    /// Page size of the sustained-overwrite test.
+    #[arg(long, default_value = "4k", value_parser = device::parse_bytes)]
+    overwrite_page_size: u64,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = blocks_bench::DEFAULT_SEED)]
+    seed: u64,
+    /// Write the report as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write SVG plots into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -200,6 +269,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Info { path } => info(&path).map(|()| ExitCode::SUCCESS),
         Command::Bench { bench: Bench::Device(args) } => bench_device(*args),
         Command::Bench { bench: Bench::Wal(args) } => bench_wal(*args),
+        Command::Bench { bench: Bench::Blocks(args) } => bench_blocks(*args),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
                 return Err(format!("--seconds must be a positive number, got {seconds}"));
@@ -321,6 +391,54 @@ fn bench_wal(args: WalArgs) -> Result<ExitCode, String> {
     }
     if let Some(dir) = &args.plot {
         for plot in wal_bench::plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
+            println!("plot: {}", plot.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_blocks(args: BlocksArgs) -> Result<ExitCode, String> {
+    let to_usize =
+        |bytes: u64| usize::try_from(bytes).map_err(|_| format!("page size {bytes} is too large"));
+    let mut config = BlocksBenchConfig::new(&args.path);
+    config.latency_repeats = args.repeats;
+    config.bandwidth_repeats = args.bandwidth_repeats;
+    config.patterns = args.patterns;
+    config.micro_file_bytes = args.file_size;
+    config.stride_blocks = args.stride_blocks;
+    config.page_sizes = args.page_sizes.iter().map(|&b| to_usize(b)).collect::<Result<_, _>>()?;
+    config.data_set_bytes = args
+        .pages_mib
+        .checked_mul(1 << 20)
+        .ok_or_else(|| format!("--pages-mib {} is too large", args.pages_mib))?;
+    config.run_length = match args.updates {
+        Some(updates) => blocks_bench::RunLength::Updates(updates),
+        None => blocks_bench::RunLength::Seconds(args.duration),
+    };
+    config.distribution = args.distribution;
+    config.zipf_theta = args.theta;
+    config.checkpoint_every = args.checkpoint_every;
+    config.group_pages_max = args.group_pages;
+    if !(args.overwrite_minutes.is_finite() && args.overwrite_minutes >= 0.0) {
+        return Err(format!(
+            "--overwrite-minutes must be 0 or a positive number, got {}",
+            args.overwrite_minutes
+        ));
+    }
+    config.overwrite = (args.overwrite_minutes > 0.0)
+        .then(|| Duration::from_secs_f64(args.overwrite_minutes * 60.0));
+    config.overwrite_page_bytes = to_usize(args.overwrite_page_size)?;
+    config.seed = args.seed;
+    config.progress = !args.quiet;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let report = blocks_bench::run(&config, &command).map_err(|e| e.to_string())?;
+    blocks_bench::output::print_table(&report, &mut std::io::stdout().lock())
+        .map_err(|e| e.to_string())?;
+    if let Some(path) = &args.json {
+        blocks_bench::write_json(&report, path).map_err(|e| e.to_string())?;
+    }
+    if let Some(dir) = &args.plot {
+        for plot in blocks_bench::plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", plot.display());
         }
     }

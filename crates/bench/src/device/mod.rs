@@ -36,6 +36,9 @@ pub enum BenchError {
     /// The storage layer failed.
     #[error(transparent)]
     Io(#[from] tierkv_io::Error),
+    /// A block store failed.
+    #[error(transparent)]
+    Block(#[from] tierkv_blockstore::BlockError),
     /// The configuration cannot run.
     #[error("invalid device bench configuration: {0}")]
     Config(String),

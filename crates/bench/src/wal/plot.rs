@@ -567,7 +567,15 @@ fn draw_legend(svg: &mut String, chart: &Chart) {
 }
 
 /// One `<text>` element; `colour` empty means black.
-fn text(svg: &mut String, x: f64, y: f64, size: u32, anchor: &str, colour: &str, content: &str) {
+pub(crate) fn text(
+    svg: &mut String,
+    x: f64,
+    y: f64,
+    size: u32,
+    anchor: &str,
+    colour: &str,
+    content: &str,
+) {
     let fill = if colour.is_empty() { "black" } else { colour };
     let _ = writeln!(
         svg,
@@ -579,7 +587,7 @@ fn text(svg: &mut String, x: f64, y: f64, size: u32, anchor: &str, colour: &str,
 
 /// Escapes text for an XML element or attribute; control characters XML cannot hold become
 /// U+FFFD.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -1,4 +1,5 @@
 //! Integration tests of tierkv-bench: one binary, one module per benchmark.
 
+mod blocks;
 mod device;
 mod wal;

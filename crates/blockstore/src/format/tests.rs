@@ -104,7 +104,7 @@ fn headers_that_break_the_rules_are_rejected() {
 
 #[test]
 fn segment_and_map_headers_round_trip_and_reject_damage() {
-    let seg = SegmentHeader { number: 42, capacity: 1 << 20 };
+    let seg = SegmentHeader { number: 42, capacity: 1 << 20, stream: 1 };
     let bytes = encode_segment_header(&seg);
     assert_eq!(bytes.len() as u64, BLOCKS_START);
     assert_eq!(decode_segment_header(&bytes), Ok(seg));
@@ -122,16 +122,11 @@ fn segment_and_map_headers_round_trip_and_reject_damage() {
             Location { segment: 2, offset: 8192, version: GroupId(4), stored_len: 5, raw_len: 20 },
         ),
     ];
-    let head = MapHeader {
-        sequence: 3,
-        scan_segment: 2,
-        scan_offset: 8256,
-        next_group: GroupId(5),
-        entries: 2,
-    };
+    let head =
+        MapHeader { sequence: 3, scan: [(2, 8256), (0, 0)], next_group: GroupId(5), entries: 2 };
     let map = encode_map(&head, &entries);
     assert_eq!(decode_map(&map), Ok((head, entries)));
-    for at in [0, 17, 70, map.len() - 1] {
+    for at in [0, 17, 45, 100, map.len() - 1] {
         let mut bad = map.clone();
         bad[at] ^= 0x10;
         assert!(decode_map(&bad).is_err(), "a flip at {at} went unnoticed");

@@ -664,11 +664,7 @@ impl Shared {
     }
 
     /// file: returns once `lsn` is durable, leading sync rounds as needed.
-    fn wait_durable<'a>(
-        &'a self,
-        state: MutexGuard<'a, State>,
-        lsn: Lsn,
-    ) -> Result<(), WalError> {
+    fn wait_durable<'a>(&'a self, state: MutexGuard<'a, State>, lsn: Lsn) -> Result<(), WalError> {
         self.sync_waiting.fetch_add(1, Ordering::Relaxed);
         let result = self.wait_durable_counted(state, lsn);
         self.sync_waiting.fetch_sub(1, Ordering::Relaxed);

@@ -173,9 +173,8 @@ fn mixed_durabilities_from_threads_that_come_and_go_all_finish() {
                     1 => Durability::Buffered,
                     _ => Durability::None,
                 };
-                let lsn = wal
-                    .append(kind(), &payload(thread, sequence, 64), durability)
-                    .expect("append");
+                let lsn =
+                    wal.append(kind(), &payload(thread, sequence, 64), durability).expect("append");
                 if durability == Durability::Sync {
                     assert!(wal.durable_lsn() >= lsn, "a Sync append returned before durable");
                     synced.push(lsn);
@@ -193,7 +192,11 @@ fn mixed_durabilities_from_threads_that_come_and_go_all_finish() {
             Ok(_) => finished += 1,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 naps += 1;
-                assert!(naps <= 600, "{} of {threads} appenders never finished", threads - finished);
+                assert!(
+                    naps <= 600,
+                    "{} of {threads} appenders never finished",
+                    threads - finished
+                );
             }
             Err(error) => panic!("an appender panicked: {error}"),
         }

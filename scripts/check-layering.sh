@@ -16,3 +16,26 @@ if [[ -n "$code$deps" ]]; then
     exit 1
 fi
 echo "layering ok: system calls and flush instructions appear only in crates/io"
+
+# The layers: a crate may depend only on the tierkv crates below it.
+# io <- wal, tiercache <- blockstore <- engine <- bench, cli
+declare -A allowed=(
+    [io]=""
+    [wal]="tierkv-io"
+    [tiercache]="tierkv-io"
+    [blockstore]="tierkv-io tierkv-tiercache"
+    [engine]="tierkv-io tierkv-wal tierkv-tiercache tierkv-blockstore"
+)
+for crate in "${!allowed[@]}"; do
+    manifest=crates/$crate/Cargo.toml
+    [[ -f $manifest ]] || continue
+    # Dependencies of every kind but dev-dependencies.
+    used=$(awk '/^\[/{dev = ($0 ~ /dev-dependencies/)} !dev && /^tierkv-[a-z]+/{sub(/[ .=].*/, ""); print}' "$manifest")
+    for dep in $used; do
+        if [[ " ${allowed[$crate]} " != *" $dep "* ]]; then
+            echo "layering violation: crates/$crate depends on $dep" >&2
+            exit 1
+        fi
+    done
+done
+echo "layering ok: every crate depends only on the layers below it"

@@ -10,7 +10,7 @@ out=results/wal
 disk=${DISK_DIR:-/tmp/tierkv-wal-lab}
 shm=${SHM_DIR:-/dev/shm/tierkv-wal-lab}
 mkdir -p "$disk" "$shm"
-for place in disk shm; do
+for place in ${PLACES:-disk shm}; do
     dir=$disk
     [[ $place == shm ]] && dir=$shm
     $tierkv bench wal --path "$dir" --backend file,pmem --threads 1,2,4,8,16 \

@@ -95,6 +95,17 @@ pub struct SyncLimit {
     pub samples: u64,
 }
 
+/// The fdatasync limit measured right before and right after one point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SyncLimitAround {
+    /// Measured just before the point.
+    pub before: SyncLimit,
+    /// Measured just after it.
+    pub after: SyncLimit,
+    /// The mean of the two rates.
+    pub per_s: f64,
+}
+
 /// One measured point of the log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WalPoint {
@@ -133,6 +144,10 @@ pub struct WalPoint {
     pub elapsed_s: f64,
     /// CPU time of the process during the point (user + system, all threads), seconds.
     pub cpu_s: f64,
+    /// file backend, 1 thread: the fdatasync limit measured just before and just after this
+    /// point, so the ratio to it is not skewed by a shared disk's drift over the run.
+    #[serde(default)]
+    pub fdatasync_limit_around: Option<SyncLimitAround>,
 }
 
 /// One measured point of a peer engine.
@@ -170,7 +185,7 @@ pub struct WalReport {
     pub dax: bool,
     /// Seconds each point ran.
     pub duration_per_point_s: f64,
-    /// The fdatasync limit on this path.
+    /// The fdatasync limit on this path, measured at the start of the run.
     pub fdatasync_limit: SyncLimit,
     /// The log's points, in the order they ran.
     pub points: Vec<WalPoint>,
@@ -211,7 +226,22 @@ pub fn run(config: &WalBenchConfig, command: &str) -> Result<WalReport, BenchErr
         for &record_bytes in &config.record_sizes {
             for &threads in &config.threads {
                 progress.set_message(format!("{backend} {threads} thr {record_bytes} B"));
-                points.push(run_point(&storage, config, backend, threads, record_bytes)?);
+                // The criterion compares one appender with the fdatasync limit: measure the
+                // limit right around that point (before, point, after), since a shared disk
+                // drifts over a run of several minutes.
+                let bracket = backend == Backend::File && threads == 1;
+                let before = if bracket {
+                    Some(measure_sync_limit(&storage, &config.path, config.duration)?)
+                } else {
+                    None
+                };
+                let mut point = run_point(&storage, config, backend, threads, record_bytes)?;
+                if let Some(before) = before {
+                    let after = measure_sync_limit(&storage, &config.path, config.duration)?;
+                    let per_s = (before.per_s + after.per_s) / 2.0;
+                    point.fdatasync_limit_around = Some(SyncLimitAround { before, after, per_s });
+                }
+                points.push(point);
                 progress.inc(1);
             }
         }
@@ -362,6 +392,7 @@ fn run_point(
         rotation_waits: stats.rotation_waits - before.rotation_waits,
         elapsed_s,
         cpu_s,
+        fdatasync_limit_around: None,
     })
 }
 

@@ -149,12 +149,24 @@ fn print_ratios(report: &WalReport, out: &mut dyn Write) -> std::io::Result<()> 
     writeln!(out, "ratios:")?;
     for &record in &sizes {
         if let Some(file1) = find(report, "file", 1, record) {
-            writeln!(
-                out,
-                "  file, 1 thread, {}: {:.2} of the fdatasync limit",
-                size(record),
-                file1.commits_per_s / report.fdatasync_limit.per_s
-            )?;
+            match &file1.fdatasync_limit_around {
+                Some(around) => writeln!(
+                    out,
+                    "  file, 1 thread, {}: {:.2} of the fdatasync limit measured around it \
+                     ({:.0} and {:.0}/s before and after; {:.2} of the limit at the start)",
+                    size(record),
+                    file1.commits_per_s / around.per_s,
+                    around.before.per_s,
+                    around.after.per_s,
+                    file1.commits_per_s / report.fdatasync_limit.per_s
+                )?,
+                None => writeln!(
+                    out,
+                    "  file, 1 thread, {}: {:.2} of the fdatasync limit",
+                    size(record),
+                    file1.commits_per_s / report.fdatasync_limit.per_s
+                )?,
+            }
             for &t in threads.iter().filter(|&&t| t > 1) {
                 if let Some(file_t) = find(report, "file", t, record) {
                     writeln!(

@@ -643,6 +643,7 @@ mod tests {
             rotation_waits: 0,
             elapsed_s: 1.0,
             cpu_s: 0.5,
+            fdatasync_limit_around: None,
         }
     }
 

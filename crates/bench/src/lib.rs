@@ -18,4 +18,5 @@
 
 pub mod blocks;
 pub mod device;
+mod svg;
 pub mod wal;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use super::micro::{MicroTable, Timing};
 use super::{BlocksReport, Buffering};
 use crate::device::BenchError;
-use crate::wal::plot::{escape, text};
+use crate::svg::{escape, plottable, size_name, text, write_svg};
 
 const WIDTH_PX: f64 = 1080.0;
 const HEIGHT_PX: f64 = 560.0;
@@ -75,11 +75,11 @@ pub fn write_plots(report: &BlocksReport, dir: &Path) -> Result<Vec<PathBuf>, Be
     );
     let mut written = Vec::new();
     let latency = micro_chart(&report.latency, "median latency, µs", |t| t.latency_us_median);
-    let name = format!("latency-{}.svg", block_name(report.latency.block_bytes));
+    let name = format!("latency-{}.svg", size_name(report.latency.block_bytes));
     written.push(write_svg(dir, &name, &render_bars(&latency, &footer))?);
     let bandwidth =
         micro_chart(&report.bandwidth, "MB/s (from the median)", |t| t.bandwidth_mb_per_s);
-    let name = format!("bandwidth-{}.svg", block_name(report.bandwidth.block_bytes));
+    let name = format!("bandwidth-{}.svg", size_name(report.bandwidth.block_bytes));
     written.push(write_svg(dir, &name, &render_bars(&bandwidth, &footer))?);
     if !report.page_update.is_empty() {
         let charts = page_charts(report);
@@ -105,22 +105,6 @@ pub fn write_plots(report: &BlocksReport, dir: &Path) -> Result<Vec<PathBuf>, Be
     }
     written.sort();
     Ok(written)
-}
-
-fn write_svg(dir: &Path, file_name: &str, svg: &str) -> Result<PathBuf, BenchError> {
-    let path = dir.join(file_name);
-    std::fs::write(&path, svg)
-        .map_err(|source| BenchError::Output { path: path.clone(), source })?;
-    Ok(path)
-}
-
-/// `512B`, `16KiB`.
-fn block_name(bytes: usize) -> String {
-    if bytes >= 1024 && bytes.is_multiple_of(1024) {
-        format!("{}KiB", bytes / 1024)
-    } else {
-        format!("{bytes}B")
-    }
 }
 
 fn micro_chart(table: &MicroTable, y_label: &str, value: fn(&Timing) -> f64) -> BarChart {
@@ -151,7 +135,7 @@ fn micro_chart(table: &MicroTable, y_label: &str, value: fn(&Timing) -> f64) -> 
         title: format!(
             "{} blocks of {} per operation, {} repeats{direct_note}",
             table.blocks_per_op,
-            block_name(table.block_bytes),
+            size_name(table.block_bytes),
             table.repeats
         ),
         y_label: y_label.to_string(),
@@ -183,15 +167,15 @@ fn page_charts(report: &BlocksReport) -> (BarChart, BarChart) {
                 .collect::<Vec<_>>()
         };
         bytes_groups.push(Group {
-            label: format!("{} pages, store counters", block_name(size)),
+            label: format!("{} pages, store counters", size_name(size)),
             bars: bars(&|p| Some(p.device_bytes_per_page / 1024.0)),
         });
         bytes_groups.push(Group {
-            label: format!("{} pages, /proc/self/io", block_name(size)),
+            label: format!("{} pages, /proc/self/io", size_name(size)),
             bars: bars(&|p| p.proc_write_bytes_per_page.map(|b| b / 1024.0)),
         });
         rate_groups.push(Group {
-            label: format!("{} pages", block_name(size)),
+            label: format!("{} pages", size_name(size)),
             bars: bars(&|p| Some(p.pages_per_s)),
         });
     }
@@ -218,10 +202,6 @@ fn page_charts(report: &BlocksReport) -> (BarChart, BarChart) {
             reference_label: None,
         },
     )
-}
-
-fn plottable(value: f64) -> bool {
-    value.is_finite() && value > 0.0
 }
 
 /// A y axis: linear from 0, or logarithmic over whole decades.

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use super::WalReport;
 use crate::device::BenchError;
+use crate::svg::{escape, plottable, size_name, text, write_svg};
 
 /// Width of every plot, pixels.
 const WIDTH_PX: f64 = 960.0;
@@ -66,7 +67,7 @@ pub fn write_plots(report: &WalReport, dir: &Path) -> Result<Vec<PathBuf>, Bench
     let mut written = Vec::new();
     for record in record_sizes(report) {
         let chart = commits_chart(report, record);
-        let name = format!("commits-vs-threads-{}.svg", format_record(record));
+        let name = format!("commits-vs-threads-{}.svg", size_name(record));
         written.push(write_svg(dir, &name, &render(&chart, &footer))?);
     }
     if let Some(chart) = latency_chart(report) {
@@ -74,14 +75,6 @@ pub fn write_plots(report: &WalReport, dir: &Path) -> Result<Vec<PathBuf>, Bench
     }
     written.sort();
     Ok(written)
-}
-
-/// Writes `svg` as `dir/file_name`.
-fn write_svg(dir: &Path, file_name: &str, svg: &str) -> Result<PathBuf, BenchError> {
-    let path = dir.join(file_name);
-    std::fs::write(&path, svg)
-        .map_err(|source| BenchError::Output { path: path.clone(), source })?;
-    Ok(path)
 }
 
 /// The machine line every plot carries.
@@ -109,17 +102,6 @@ fn record_sizes(report: &WalReport) -> BTreeSet<usize> {
         .map(|point| point.record_bytes)
         .chain(report.peers.iter().map(|peer| peer.record_bytes))
         .collect()
-}
-
-/// `64B`, `1KiB`, `4KiB`, `1MiB`, `1500B`: the largest binary unit that divides the size.
-fn format_record(bytes: usize) -> String {
-    const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (size, unit) in UNITS {
-        if bytes >= size && bytes.is_multiple_of(size) {
-            return format!("{}{unit}", bytes / size);
-        }
-    }
-    format!("{bytes}B")
 }
 
 /// The durability of the log's points, when they all share one.
@@ -160,11 +142,6 @@ struct Chart {
     y_tick_label: fn(i32) -> String,
     series: Vec<Series>,
     hlines: Vec<HLine>,
-}
-
-/// True when a value can sit on a log axis.
-fn plottable(value: f64) -> bool {
-    value.is_finite() && value > 0.0
 }
 
 /// The fixed colour of a series name, else the next fallback colour.
@@ -244,7 +221,7 @@ fn commits_chart(report: &WalReport, record: usize) -> Chart {
     Chart {
         title: format!(
             "WAL commits per second vs appender threads, {} records{durability}",
-            format_record(record)
+            size_name(record)
         ),
         x_label: "appender threads".into(),
         y_label: "commits/s".into(),
@@ -287,7 +264,7 @@ fn latency_chart(report: &WalReport) -> Option<Chart> {
         title: format!("WAL median commit latency vs record size, 1 appender thread{durability}"),
         x_label: "record size".into(),
         y_label: "p50 commit latency".into(),
-        x_ticks: records.into_iter().map(|r| (r as f64, format_record(r))).collect(),
+        x_ticks: records.into_iter().map(|r| (r as f64, size_name(r))).collect(),
         y_tick_label: nanos_label,
         series: build_series(log_rows, peer_rows),
         hlines: Vec::new(),
@@ -566,44 +543,6 @@ fn draw_legend(svg: &mut String, chart: &Chart) {
     }
 }
 
-/// One `<text>` element; `colour` empty means black.
-pub(crate) fn text(
-    svg: &mut String,
-    x: f64,
-    y: f64,
-    size: u32,
-    anchor: &str,
-    colour: &str,
-    content: &str,
-) {
-    let fill = if colour.is_empty() { "black" } else { colour };
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x:.1}\" y=\"{y:.1}\" font-size=\"{size}\" text-anchor=\"{anchor}\" \
-         fill=\"{fill}\">{}</text>",
-        escape(content)
-    );
-}
-
-/// Escapes text for an XML element or attribute; control characters XML cannot hold become
-/// U+FFFD.
-pub(crate) fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&apos;"),
-            '\t' | '\n' | '\r' => escaped.push(c),
-            c if (c as u32) < 0x20 => escaped.push('\u{fffd}'),
-            c => escaped.push(c),
-        }
-    }
-    escaped
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -802,11 +741,11 @@ mod tests {
 
     #[test]
     fn labels_and_record_names() {
-        assert_eq!(format_record(64), "64B");
-        assert_eq!(format_record(1024), "1KiB");
-        assert_eq!(format_record(4096), "4KiB");
-        assert_eq!(format_record(1500), "1500B");
-        assert_eq!(format_record(1 << 20), "1MiB");
+        assert_eq!(size_name(64), "64B");
+        assert_eq!(size_name(1024), "1KiB");
+        assert_eq!(size_name(4096), "4KiB");
+        assert_eq!(size_name(1500), "1500B");
+        assert_eq!(size_name(1 << 20), "1MiB");
         assert_eq!(count_label(3), "1k");
         assert_eq!(count_label(7), "10M");
         assert_eq!(count_label(-1), "1e-1");

@@ -13,25 +13,13 @@
 //! `TIERKV_BLOCKS_SWEEP=full cargo test --release -p tierkv-blockstore --test it crash -- --nocapture`.
 //! A failure prints the seed; `TIERKV_SEED=<seed>` replays it.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use tierkv_blockstore::{BlockId, BlockStore, BlockWrite, LogStore, StoreOptions};
-use tierkv_io::sim::{seed_from_env, CrashModel, SimFs, TearSize};
+use tierkv_blockstore::{BlockId, BlockStore, LogStore, StoreOptions};
+use tierkv_io::sim::{seed_from_env, SimFs};
 use tierkv_io::Storage;
 
-use crate::content;
-
-const MODELS: [CrashModel; 8] = [
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::Torn(TearSize::B8),
-    CrashModel::Subset,
-    CrashModel::Prefix,
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::DropAll,
-];
+use crate::{content, prefix_states, Content, Group, MODELS};
 
 struct Sweep {
     groups: usize,
@@ -54,13 +42,6 @@ fn options() -> StoreOptions {
         background_cleaning: false,
         ..StoreOptions::default()
     }
-}
-
-type Content = BTreeMap<BlockId, Vec<u8>>;
-
-/// One group of the workload: its changes, as owned bytes.
-struct Group {
-    changes: Vec<(BlockId, Option<Vec<u8>>)>,
 }
 
 fn make_workload(sweep: &Sweep, seed: u64) -> Vec<Group> {
@@ -87,34 +68,6 @@ fn make_workload(sweep: &Sweep, seed: u64) -> Vec<Group> {
         .collect()
 }
 
-/// The content after each prefix of the groups: `states[k]` after the first `k`.
-fn prefix_states(groups: &[Group]) -> Vec<Content> {
-    let mut states = vec![Content::new()];
-    let mut current = Content::new();
-    for group in groups {
-        for (id, bytes) in &group.changes {
-            match bytes {
-                Some(bytes) => current.insert(*id, bytes.clone()),
-                None => current.remove(id),
-            };
-        }
-        states.push(current.clone());
-    }
-    states
-}
-
-fn apply(store: &LogStore, group: &Group) -> Result<(), tierkv_blockstore::BlockError> {
-    let changes: Vec<BlockWrite<'_>> = group
-        .changes
-        .iter()
-        .map(|(id, bytes)| match bytes {
-            Some(bytes) => BlockWrite::Put(*id, bytes),
-            None => BlockWrite::Delete(*id),
-        })
-        .collect();
-    store.apply_group(&changes).map(|_| ())
-}
-
 fn read_all(store: &LogStore, ids: u64) -> Content {
     (0..ids)
         .filter_map(|id| {
@@ -130,7 +83,7 @@ fn run_workload(fs: &SimFs, dir: &Path, groups: &[Group]) -> (Vec<u64>, u64, u64
     let mut acked = Vec::new();
     let mut cleaned = 0;
     for (g, group) in groups.iter().enumerate() {
-        apply(&store, group).expect("a group on the live file system");
+        store.apply_group(&group.writes()).expect("a group on the live file system");
         acked.push(fs.op_count());
         if g % 7 == 4 {
             store.checkpoint().expect("checkpoint");

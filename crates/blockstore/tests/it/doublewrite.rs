@@ -8,7 +8,6 @@
 //! `TIERKV_BLOCKS_SWEEP=full cargo test --release -p tierkv-blockstore --test it doublewrite -- --nocapture`.
 //! A failure prints the seed; `TIERKV_SEED=<seed>` replays it.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tierkv_blockstore::format::{self, HeaderProblem, BLOCK_HEADER_BYTES};
@@ -19,36 +18,7 @@ use tierkv_blockstore::{
 use tierkv_io::sim::{seed_from_env, CrashModel, FaultPlan, SimFs, SimOpKind, TearSize};
 use tierkv_io::{AccessMethod, FaultErrno, Op, OpenOptions, Storage};
 
-use crate::content;
-
-type Content = BTreeMap<BlockId, Vec<u8>>;
-
-/// One group: its changes as owned bytes (`None` deletes).
-#[derive(Clone, Debug)]
-struct Group {
-    changes: Vec<(BlockId, Option<Vec<u8>>)>,
-}
-
-impl Group {
-    fn writes(&self) -> Vec<BlockWrite<'_>> {
-        self.changes
-            .iter()
-            .map(|(id, bytes)| match bytes {
-                Some(bytes) => BlockWrite::Put(*id, bytes),
-                None => BlockWrite::Delete(*id),
-            })
-            .collect()
-    }
-
-    fn apply_to(&self, model: &mut Content) {
-        for (id, bytes) in &self.changes {
-            match bytes {
-                Some(bytes) => model.insert(*id, bytes.clone()),
-                None => model.remove(id),
-            };
-        }
-    }
-}
+use crate::{content, prefix_states, Content, Group, MODELS};
 
 /// `groups` random groups of `min..=max` changes over ids `0..ids`; every fifth change after
 /// the first two groups deletes. Payloads run from empty to `max_bytes`.
@@ -84,17 +54,6 @@ fn make_groups(
             Group { changes }
         })
         .collect()
-}
-
-/// The content after each prefix of the groups: `states[k]` after the first `k`.
-fn prefix_states(groups: &[Group]) -> Vec<Content> {
-    let mut states = vec![Content::new()];
-    let mut current = Content::new();
-    for group in groups {
-        group.apply_to(&mut current);
-        states.push(current.clone());
-    }
-    states
 }
 
 fn read_all(store: &DoublewriteStore, ids: &[u64]) -> Result<Content, BlockError> {
@@ -278,17 +237,6 @@ fn sweep_size() -> Sweep {
         _ => Sweep { groups: 20, ids: 16, images_per_point: 16 },
     }
 }
-
-const MODELS: [CrashModel; 8] = [
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::Torn(TearSize::B8),
-    CrashModel::Subset,
-    CrashModel::Prefix,
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::DropAll,
-];
 
 fn sweep_options() -> DoublewriteOptions {
     // 8 KiB slots: a block spans many 512-byte and two 4 KiB tear pieces.

@@ -4,7 +4,10 @@ mod crash;
 mod doublewrite;
 mod log;
 
-use tierkv_blockstore::BlockId;
+use std::collections::BTreeMap;
+
+use tierkv_blockstore::{BlockId, BlockWrite};
+use tierkv_io::sim::{CrashModel, TearSize};
 
 /// A payload that names its block and version, of `len` bytes, and compresses somewhat.
 pub fn content(id: BlockId, version: u64, len: usize) -> Vec<u8> {
@@ -22,4 +25,56 @@ pub fn content(id: BlockId, version: u64, len: usize) -> Vec<u8> {
     }
     bytes.truncate(len);
     bytes
+}
+
+/// Crash models cycled over the images of each crash point of the sweeps.
+pub const MODELS: [CrashModel; 8] = [
+    CrashModel::Torn(TearSize::B512),
+    CrashModel::Torn(TearSize::K4),
+    CrashModel::Torn(TearSize::B8),
+    CrashModel::Subset,
+    CrashModel::Prefix,
+    CrashModel::Torn(TearSize::B512),
+    CrashModel::Torn(TearSize::K4),
+    CrashModel::DropAll,
+];
+
+pub type Content = BTreeMap<BlockId, Vec<u8>>;
+
+/// One group: its changes as owned bytes (`None` deletes).
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub changes: Vec<(BlockId, Option<Vec<u8>>)>,
+}
+
+impl Group {
+    pub fn writes(&self) -> Vec<BlockWrite<'_>> {
+        self.changes
+            .iter()
+            .map(|(id, bytes)| match bytes {
+                Some(bytes) => BlockWrite::Put(*id, bytes),
+                None => BlockWrite::Delete(*id),
+            })
+            .collect()
+    }
+
+    pub fn apply_to(&self, model: &mut Content) {
+        for (id, bytes) in &self.changes {
+            match bytes {
+                Some(bytes) => model.insert(*id, bytes.clone()),
+                None => model.remove(id),
+            };
+        }
+    }
+}
+
+/// The content after each prefix of the groups: `states[k]` after the first `k`.
+pub fn prefix_states(groups: &[Group]) -> Vec<Content> {
+    let mut states = vec![Content::new()];
+    let mut current = Content::new();
+    for group in groups {
+        group.apply_to(&mut current);
+        states.push(current.clone());
+    }
+    states
 }

@@ -57,6 +57,7 @@
 //! Must never: write a slot before its group's batch is synced; return bytes whose checksum
 //! was not verified; overwrite `doublewrite.dat` before the previous group's slots are synced.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -153,13 +154,13 @@ struct WriterState {
 }
 
 /// One change, validated and compressed, waiting for its group id.
-struct Prepared {
+struct Prepared<'a> {
     id: BlockId,
     /// `None` for a delete.
-    stored: Option<(Codec, Vec<u8>, u32)>,
+    stored: Option<(Codec, Cow<'a, [u8]>, u32)>,
 }
 
-impl Prepared {
+impl Prepared<'_> {
     fn stored_len(&self) -> usize {
         self.stored.as_ref().map_or(0, |(_, stored, _)| stored.len())
     }
@@ -369,7 +370,7 @@ impl DoublewriteStore {
     }
 
     /// Validates a group and compresses its payloads (no lock held).
-    fn prepare(&self, changes: &[BlockWrite<'_>]) -> Result<Vec<Prepared>, BlockError> {
+    fn prepare<'a>(&self, changes: &[BlockWrite<'a>]) -> Result<Vec<Prepared<'a>>, BlockError> {
         if changes.is_empty() {
             return Err(BlockError::InvalidGroup("a group needs at least one change".into()));
         }

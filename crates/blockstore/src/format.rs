@@ -13,6 +13,8 @@
 //!    limit the caller gives (`MAX_BLOCK_BYTES` and the bytes the file holds).
 //! 3. The checksum covers the stored bytes, so a block is verified before it is decompressed.
 
+use std::borrow::Cow;
+
 use crate::{BlockId, GroupId};
 
 /// Magic at the start of every block header.
@@ -125,8 +127,9 @@ impl std::fmt::Display for Codec {
 }
 
 /// Compresses `raw` with `codec`. Returns the codec actually used: `None` when compressing
-/// would not save space, so incompressible blocks cost nothing to read.
-pub fn compress(codec: Codec, raw: &[u8]) -> (Codec, Vec<u8>) {
+/// would not save space, so incompressible blocks cost nothing to read. Uncompressed bytes
+/// are borrowed, not copied.
+pub fn compress(codec: Codec, raw: &[u8]) -> (Codec, Cow<'_, [u8]>) {
     let stored = match codec {
         Codec::None => None,
         Codec::Lz4 => Some(lz4_flex::block::compress(raw)),
@@ -134,8 +137,8 @@ pub fn compress(codec: Codec, raw: &[u8]) -> (Codec, Vec<u8>) {
         Codec::Zstd => zstd::bulk::compress(raw, 1).ok(),
     };
     match stored {
-        Some(stored) if stored.len() < raw.len() => (codec, stored),
-        _ => (Codec::None, raw.to_vec()),
+        Some(stored) if stored.len() < raw.len() => (codec, Cow::Owned(stored)),
+        _ => (Codec::None, Cow::Borrowed(raw)),
     }
 }
 

@@ -57,6 +57,7 @@
 //! the map, or recovery from the last checkpoint, still needs (a live block, or a tombstone
 //! at or after the scan position that was not copied).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -273,11 +274,11 @@ struct Shared {
 }
 
 /// A block ready to encode.
-struct Prepared {
+struct Prepared<'a> {
     id: BlockId,
     flags: u8,
     codec: Codec,
-    stored: Vec<u8>,
+    stored: Cow<'a, [u8]>,
     raw_len: u32,
     /// Set for a cleaning copy: the content's original version.
     version: Option<GroupId>,
@@ -406,7 +407,7 @@ impl BlockStore for LogStore {
                     id,
                     flags: FLAG_TOMBSTONE,
                     codec: Codec::None,
-                    stored: Vec::new(),
+                    stored: Cow::Borrowed(&[]),
                     raw_len: 0,
                     version: None,
                 },
@@ -625,7 +626,7 @@ impl Shared {
     /// Encodes and writes a group at the tail; returns its id and where each block went.
     fn write_group(
         &self,
-        blocks: &[Prepared],
+        blocks: &[Prepared<'_>],
         stream: Stream,
     ) -> Result<(u64, Vec<Placed>), BlockError> {
         debug_assert!(!blocks.is_empty() && blocks.len() <= MAX_GROUP_BLOCKS);
@@ -1038,7 +1039,7 @@ impl Shared {
                 .collect();
             (Arc::clone(&info.file), live, tombstones)
         };
-        let mut batch: Vec<Prepared> = Vec::new();
+        let mut batch: Vec<Prepared<'static>> = Vec::new();
         let mut olds: Vec<Location> = Vec::new();
         let mut batch_bytes = 0u64;
         for (id, location) in tombstones {
@@ -1047,7 +1048,7 @@ impl Shared {
                 id,
                 flags: FLAG_TOMBSTONE | FLAG_RELOCATED,
                 codec: Codec::None,
-                stored: Vec::new(),
+                stored: Cow::Borrowed(&[]),
                 raw_len: 0,
                 version: Some(location.version),
             });
@@ -1086,7 +1087,7 @@ impl Shared {
                 id,
                 flags: FLAG_RELOCATED,
                 codec: header.codec,
-                stored,
+                stored: Cow::Owned(stored),
                 raw_len: header.raw_len,
                 version: Some(header.version),
             });
@@ -1127,7 +1128,7 @@ impl Shared {
 
     fn relocate(
         &self,
-        batch: &[Prepared],
+        batch: &[Prepared<'_>],
         olds: &[Location],
         bytes: u64,
     ) -> Result<(), BlockError> {

@@ -447,6 +447,7 @@ impl DoublewriteStore {
                 raw_len,
                 index,
                 count,
+                remote: None,
             };
             let start = batch.len();
             format::encode_block(&mut batch, &header, stored);
@@ -782,6 +783,9 @@ fn read_batch(
                 return incomplete(group, count, offset, format!("block {index}: {detail}"))
             }
         };
+        if block.remote.is_some() {
+            return incomplete(group, count, offset, format!("block {index} is a pointer"));
+        }
         if block.group != header.group || block.index != index || block.count != count {
             return incomplete(
                 group,
@@ -895,6 +899,9 @@ fn check_slot(
         Err(HeaderProblem::Zero) => return Ok(None),
         Err(HeaderProblem::Invalid(detail)) => return Err(corruption(detail)),
     };
+    if header.remote.is_some() {
+        return Err(corruption("a slot holds a pointer".into()));
+    }
     if header.id != id {
         return Err(corruption(format!(
             "slot {id} holds block {}; was the store created with another slot_bytes?",

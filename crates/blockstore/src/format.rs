@@ -63,7 +63,32 @@ pub const FLAG_LAST_IN_GROUP: u8 = 1;
 pub const FLAG_TOMBSTONE: u8 = 2;
 /// Header flag: a copy made by segment cleaning; `version` is the original write's.
 pub const FLAG_RELOCATED: u8 = 4;
-const KNOWN_FLAGS: u8 = FLAG_LAST_IN_GROUP | FLAG_TOMBSTONE | FLAG_RELOCATED;
+/// Header flag: a pointer. The block's content was written in the same group into reused
+/// free space of an older segment, at `remote`; the pointer in the log carries no payload,
+/// and its other fields are those of the block it points at.
+pub const FLAG_REMOTE: u8 = 8;
+const KNOWN_FLAGS: u8 = FLAG_LAST_IN_GROUP | FLAG_TOMBSTONE | FLAG_RELOCATED | FLAG_REMOTE;
+
+/// Where a pointer's block lies, and the checksum that block must carry. Stored in the
+/// header's bytes 48..60: segment (u32), offset / `BLOCK_ALIGN` (u32), crc32c (u32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteRef {
+    /// Segment number.
+    pub segment: u64,
+    /// Byte offset of the block in it.
+    pub offset: u64,
+    /// The block's crc32c (its bytes 60..64).
+    pub crc: u32,
+}
+
+impl RemoteRef {
+    /// True when the reference fits the header's fields.
+    pub fn representable(segment: u64, offset: u64) -> bool {
+        segment <= u64::from(u32::MAX)
+            && offset.is_multiple_of(BLOCK_ALIGN)
+            && offset / BLOCK_ALIGN <= u64::from(u32::MAX)
+    }
+}
 
 /// How a block's payload is stored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -179,9 +204,25 @@ pub struct BlockHeader {
     pub index: u32,
     /// Blocks in the group.
     pub count: u32,
+    /// Set on a pointer (`FLAG_REMOTE`): where the content lies.
+    pub remote: Option<RemoteRef>,
 }
 
 impl BlockHeader {
+    /// Payload bytes that follow this header in its file: none for a pointer.
+    pub fn payload_len(&self) -> usize {
+        if self.remote.is_some() {
+            0
+        } else {
+            self.stored_len as usize
+        }
+    }
+
+    /// The header of the block a pointer points at: the same fields, without the pointer.
+    pub fn pointee(&self) -> BlockHeader {
+        BlockHeader { flags: self.flags & !FLAG_REMOTE, remote: None, ..*self }
+    }
+
     /// True for the last block of its group.
     pub fn is_last(&self) -> bool {
         self.flags & FLAG_LAST_IN_GROUP != 0
@@ -194,7 +235,7 @@ impl BlockHeader {
 
     /// Bytes the block takes in a segment, padding included.
     pub fn footprint(&self) -> u64 {
-        block_footprint(self.stored_len as usize)
+        block_footprint(self.payload_len())
     }
 }
 
@@ -205,9 +246,11 @@ pub fn block_footprint(stored_len: usize) -> u64 {
 
 /// Appends one encoded block (header, payload, zero padding to `BLOCK_ALIGN`) to `out`.
 pub fn encode_block(out: &mut Vec<u8>, header: &BlockHeader, stored: &[u8]) {
-    assert_eq!(header.stored_len as usize, stored.len(), "stored_len must match the payload");
-    assert!(stored.len() <= MAX_BLOCK_BYTES && header.raw_len as usize <= MAX_BLOCK_BYTES);
+    assert_eq!(header.payload_len(), stored.len(), "stored_len must match the payload");
+    assert!(header.stored_len as usize <= MAX_BLOCK_BYTES);
+    assert!(header.raw_len as usize <= MAX_BLOCK_BYTES);
     assert!(header.index < header.count && header.flags & !KNOWN_FLAGS == 0);
+    assert_eq!(header.flags & FLAG_REMOTE != 0, header.remote.is_some());
     let start = out.len();
     out.extend_from_slice(&BLOCK_MAGIC);
     out.push(FORMAT_VERSION);
@@ -221,7 +264,15 @@ pub fn encode_block(out: &mut Vec<u8>, header: &BlockHeader, stored: &[u8]) {
     out.extend_from_slice(&header.raw_len.to_le_bytes());
     out.extend_from_slice(&header.index.to_le_bytes());
     out.extend_from_slice(&header.count.to_le_bytes());
-    out.extend_from_slice(&[0u8; 12]);
+    match header.remote {
+        Some(remote) => {
+            assert!(RemoteRef::representable(remote.segment, remote.offset));
+            out.extend_from_slice(&(remote.segment as u32).to_le_bytes());
+            out.extend_from_slice(&((remote.offset / BLOCK_ALIGN) as u32).to_le_bytes());
+            out.extend_from_slice(&remote.crc.to_le_bytes());
+        }
+        None => out.extend_from_slice(&[0u8; 12]),
+    }
     debug_assert_eq!(out.len() - start, BLOCK_CRC_OFFSET);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[start..]), stored);
     out.extend_from_slice(&crc.to_le_bytes());
@@ -265,7 +316,16 @@ pub fn decode_header(bytes: &[u8]) -> Result<BlockHeader, HeaderProblem> {
     let Some(codec) = Codec::from_code(bytes[6]) else {
         return invalid(format!("unknown codec {}", bytes[6]));
     };
-    if bytes[7] != 0 || bytes[48..60].iter().any(|&b| b != 0) {
+    let remote = if flags & FLAG_REMOTE != 0 {
+        Some(RemoteRef {
+            segment: u64::from(u32_at(bytes, 48)),
+            offset: u64::from(u32_at(bytes, 52)) * BLOCK_ALIGN,
+            crc: u32_at(bytes, 56),
+        })
+    } else {
+        None
+    };
+    if bytes[7] != 0 || (remote.is_none() && bytes[48..60].iter().any(|&b| b != 0)) {
         return invalid("reserved header bytes are not zero".into());
     }
     let header = BlockHeader {
@@ -278,7 +338,13 @@ pub fn decode_header(bytes: &[u8]) -> Result<BlockHeader, HeaderProblem> {
         raw_len: u32_at(bytes, 36),
         index: u32_at(bytes, 40),
         count: u32_at(bytes, 44),
+        remote,
     };
+    if let Some(remote) = remote {
+        if header.is_tombstone() || flags & FLAG_RELOCATED != 0 || remote.offset < BLOCKS_START {
+            return invalid(format!("an invalid pointer {remote:?} (flags {flags:#04x})"));
+        }
+    }
     if header.stored_len as usize > MAX_BLOCK_BYTES || header.raw_len as usize > MAX_BLOCK_BYTES {
         return invalid(format!(
             "block length out of range (stored {}, raw {}, limit {MAX_BLOCK_BYTES})",

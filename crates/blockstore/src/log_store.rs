@@ -60,7 +60,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -68,9 +68,9 @@ use std::time::{Duration, Instant};
 use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
 
 use crate::format::{
-    self, BlockHeader, Codec, HeaderProblem, Location, MapHeader, SegmentHeader, BLOCKS_START,
-    BLOCK_HEADER_BYTES, FLAG_LAST_IN_GROUP, FLAG_RELOCATED, FLAG_TOMBSTONE, MAX_BLOCK_BYTES,
-    MAX_GROUP_BLOCKS,
+    self, BlockHeader, Codec, HeaderProblem, Location, MapHeader, RemoteRef, SegmentHeader,
+    BLOCKS_START, BLOCK_HEADER_BYTES, FLAG_LAST_IN_GROUP, FLAG_RELOCATED, FLAG_REMOTE,
+    FLAG_TOMBSTONE, MAX_BLOCK_BYTES, MAX_GROUP_BLOCKS,
 };
 use crate::read;
 use crate::stats::Counters;
@@ -101,6 +101,20 @@ const HARD_LIMIT_FACTOR: f64 = 1.1;
 /// A segment is worth cleaning only if it frees at least `1 - this` of its size.
 const CLEAN_MAX_LIVE_SHARE: f64 = 0.85;
 
+/// Blocks of at least this footprint go to reused free space when some is ready. A smaller
+/// one stays in the log, where its pointer would cost about as much as the block.
+const REMOTE_MIN_BYTES: u64 = 512;
+
+/// Free extents looked at per block before the block goes to the log instead.
+const POOL_PROBES: usize = 64;
+
+/// A periodic map checkpoint is also due once the space freed since the last one reaches
+/// this share of the live bytes: the space becomes reusable only after a checkpoint.
+const FREED_SHARE_FOR_CHECKPOINT: f64 = 0.2;
+
+/// ... but not before this many bytes were written since the last one.
+const CHECKPOINT_MIN_BYTES: u64 = 64 << 10;
+
 /// The log-structured block store. See the module header.
 pub struct LogStore {
     shared: Arc<Shared>,
@@ -123,6 +137,107 @@ struct SegmentInfo {
     capacity: u64,
     /// Footprint of the blocks the map points at in it.
     live_bytes: u64,
+    /// Offset of the last pointer written in it (user stream), which recovery needs while
+    /// it lies at or after the last checkpoint's scan position.
+    last_pointer: Option<u64>,
+}
+
+/// Space that a block, a pointer or a tombstone took, freed when the map moved on. It can
+/// be reused once a checkpoint is durable that no longer needs it (see `Shared::promote`).
+struct Freed {
+    segment: u64,
+    offset: u64,
+    bytes: u64,
+    /// `Index::free_epoch` when it was freed.
+    epoch: u64,
+    /// The group that wrote what lay there (for a cleaning copy, the content's version).
+    group: u64,
+}
+
+/// Free extents ready for reuse, under the writer lock: (segment, offset) → bytes.
+///
+/// Blocks fill one segment's extents in offset order, starting with the segment that has
+/// the most free bytes: there the free runs are longest, so consecutive blocks land next to
+/// each other (fewer, larger writes), and the densest segments are left alone.
+#[derive(Default)]
+struct Pool {
+    extents: BTreeMap<(u64, u64), u64>,
+    /// Free bytes per segment.
+    free: HashMap<u64, u64>,
+    /// Where the next search starts: the segment being filled, and the offset in it.
+    cursor: (u64, u64),
+}
+
+impl Pool {
+    /// Adds an extent, merged with its neighbours.
+    fn insert(&mut self, segment: u64, offset: u64, bytes: u64) {
+        *self.free.entry(segment).or_default() += bytes;
+        let (mut start, mut len) = (offset, bytes);
+        let before = self
+            .extents
+            .range(..(segment, offset))
+            .next_back()
+            .map(|(&(s, o), &l)| (s, o, l))
+            .filter(|&(s, o, l)| s == segment && o + l == offset);
+        if let Some((_, o, l)) = before {
+            self.extents.remove(&(segment, o));
+            start = o;
+            len += l;
+        }
+        if let Some(l) = self.extents.remove(&(segment, offset + bytes)) {
+            len += l;
+        }
+        self.extents.insert((segment, start), len);
+    }
+
+    /// The first extent of `segment` at or after `from` that holds `bytes`, looking at
+    /// `POOL_PROBES` extents at most.
+    fn find_in(&self, segment: u64, from: u64, bytes: u64) -> Option<((u64, u64), u64)> {
+        self.extents
+            .range((segment, from)..(segment + 1, 0))
+            .take(POOL_PROBES)
+            .find(|(&(s, o), &l)| l >= bytes && RemoteRef::representable(s, o))
+            .map(|(&at, &l)| (at, l))
+    }
+
+    /// Takes `bytes`: after the cursor in the segment being filled, or else from the start
+    /// of the segment with the most free bytes, or else from any of the first extents.
+    fn take(&mut self, bytes: u64) -> Option<(u64, u64)> {
+        let found = self.find_in(self.cursor.0, self.cursor.1, bytes).or_else(|| {
+            let best = self.free.iter().max_by_key(|(&s, &b)| (b, std::cmp::Reverse(s)))?.0;
+            self.find_in(*best, 0, bytes)
+        });
+        let found = found.or_else(|| {
+            self.extents
+                .iter()
+                .take(POOL_PROBES)
+                .find(|(&(s, o), &l)| l >= bytes && RemoteRef::representable(s, o))
+                .map(|(&at, &l)| (at, l))
+        });
+        let ((segment, offset), len) = found?;
+        self.extents.remove(&(segment, offset));
+        if len > bytes {
+            self.extents.insert((segment, offset + bytes), len - bytes);
+        }
+        if let Some(free) = self.free.get_mut(&segment) {
+            *free -= bytes;
+            if *free == 0 {
+                self.free.remove(&segment);
+            }
+        }
+        self.cursor = (segment, offset + bytes);
+        Some((segment, offset))
+    }
+
+    /// Drops a segment's extents; returns their bytes.
+    fn remove_segment(&mut self, segment: u64) -> u64 {
+        let keys: Vec<(u64, u64)> =
+            self.extents.range((segment, 0)..(segment + 1, 0)).map(|(&k, _)| k).collect();
+        for key in &keys {
+            self.extents.remove(key);
+        }
+        self.free.remove(&segment).unwrap_or(0)
+    }
 }
 
 /// What readers look at: the map and the segments, with the space figures.
@@ -135,6 +250,16 @@ struct Index {
     segments: BTreeMap<u64, SegmentInfo>,
     live_bytes: u64,
     file_bytes: u64,
+    /// Space freed and not yet reusable, and its bytes.
+    pending: Vec<Freed>,
+    pending_bytes: u64,
+    /// Bytes freed since the last checkpoint's snapshot.
+    freed_since_checkpoint: u64,
+    /// Tags frees. A checkpoint's snapshot, taken under the read lock (so while no free
+    /// runs), bumps it: the frees it saw have a lower tag than any that follow.
+    free_epoch: AtomicU64,
+    /// The scan positions of the last durable checkpoint (`(0, 0)`: none).
+    durable_scan: [(u64, u64); STREAMS],
 }
 
 impl Index {
@@ -160,6 +285,23 @@ impl Index {
         if let Some(info) = self.segments.get_mut(&old.segment) {
             info.live_bytes -= old.footprint();
         }
+        self.free(old.segment, old.offset, old.footprint(), old.version.0);
+    }
+
+    /// Records space that nothing in the map needs any more.
+    fn free(&mut self, segment: u64, offset: u64, bytes: u64, group: u64) {
+        let epoch = self.free_epoch.load(Ordering::Relaxed);
+        self.pending.push(Freed { segment, offset, bytes, epoch, group });
+        self.pending_bytes += bytes;
+        self.freed_since_checkpoint += bytes;
+    }
+
+    /// True when `segment` holds a pointer that recovery from the last checkpoint reads.
+    fn holds_needed_pointers(&self, segment: u64) -> bool {
+        self.segments
+            .get(&segment)
+            .and_then(|info| info.last_pointer)
+            .is_some_and(|offset| (segment, offset) >= self.durable_scan[Stream::User as usize])
     }
 }
 
@@ -191,6 +333,8 @@ struct StreamTail {
     active: Arc<SegmentFile>,
     capacity: u64,
     tail: u64,
+    /// Offset of the last pointer written to it.
+    last_pointer: Option<u64>,
 }
 
 /// The tails of the log, under the writer lock.
@@ -200,6 +344,13 @@ struct Writer {
     next_segment: u64,
     next_group: u64,
     buffer: Vec<u8>,
+    /// Encoded blocks bound for reused space.
+    remote_buffer: Vec<u8>,
+    /// Free extents ready for reuse.
+    pool: Pool,
+    /// Segments written through pointers since the user stream last rotated: a rotation
+    /// syncs them with the old segment, so a sealed segment's pointers all resolve.
+    remote_dirty: Vec<Arc<SegmentFile>>,
 }
 
 /// Group commit.
@@ -271,6 +422,8 @@ struct Shared {
     /// The last error the background thread met, for `stats` readers and tests.
     background_error: Mutex<Option<String>>,
     counters: Counters,
+    /// Bytes in `Writer::pool`, for readers of the space figures.
+    pool_bytes: AtomicU64,
 }
 
 /// A block ready to encode.
@@ -289,6 +442,8 @@ struct Placed {
     id: BlockId,
     location: Location,
     tombstone: bool,
+    /// For a block written to reused space: where its pointer lies in the log.
+    pointer: Option<(u64, u64)>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -343,7 +498,17 @@ impl LogStore {
             wake_lock: Mutex::new(false),
             background_error: Mutex::new(None),
             counters: Counters::default(),
+            pool_bytes: AtomicU64::new(0),
         });
+        if report.groups_applied > 0 {
+            // IMPORTANT: the replayed groups' pointers must never be read again, since the
+            // space of the blocks they point at may be reused from now on: a checkpoint
+            // puts them behind recovery's scan. What it refers to is made durable first
+            // (after a process crash, the replayed log may sit only in the page cache).
+            shared.sync_all_segments()?;
+            shared.write_checkpoint()?;
+        }
+        shared.rebuild_pool();
         let maintenance = if shared.options.background_cleaning {
             let worker = Arc::clone(&shared);
             let handle = std::thread::Builder::new()
@@ -623,21 +788,34 @@ impl Shared {
         self.synced.notify_all();
     }
 
-    /// Encodes and writes a group at the tail; returns its id and where each block went.
+    /// Encodes and writes a group; returns its id and where each block went. Its blocks go
+    /// to the tail of the stream's active segment, except that a user group's larger blocks
+    /// go to reused free space while the pool has some, each with a pointer at the tail.
     fn write_group(
         &self,
         blocks: &[Prepared<'_>],
         stream: Stream,
     ) -> Result<(u64, Vec<Placed>), BlockError> {
         debug_assert!(!blocks.is_empty() && blocks.len() <= MAX_GROUP_BLOCKS);
-        let footprint: u64 = blocks.iter().map(|b| format::block_footprint(b.stored.len())).sum();
         let mut writer = lock(&self.writer);
         self.check_open()?;
+        let remote = self.place_remote(&mut writer, blocks, stream);
+        let footprint: u64 = blocks
+            .iter()
+            .zip(&remote)
+            .map(|(b, r)| match r {
+                Some(_) => BLOCK_HEADER_BYTES as u64,
+                None => format::block_footprint(b.stored.len()),
+            })
+            .sum();
         let fits = writer.streams[stream as usize]
             .as_ref()
             .is_some_and(|s| s.tail + footprint <= s.capacity);
         if !fits {
-            self.rotate(&mut writer, stream, footprint)?;
+            if let Err(error) = self.rotate(&mut writer, stream, footprint) {
+                self.unplace(&mut writer, blocks, &remote);
+                return Err(error);
+            }
         }
         let group = writer.next_group;
         let (active, start) = match &writer.streams[stream as usize] {
@@ -647,9 +825,14 @@ impl Shared {
         let segment = active.number;
         let count = blocks.len() as u32;
         let mut buffer = std::mem::take(&mut writer.buffer);
+        let mut remote_buffer = std::mem::take(&mut writer.remote_buffer);
         buffer.clear();
+        remote_buffer.clear();
+        // Runs of reused space to write: (file, offset, range in `remote_buffer`).
+        let mut runs: Vec<(Arc<SegmentFile>, u64, std::ops::Range<usize>)> = Vec::new();
         let mut placed = Vec::with_capacity(blocks.len());
-        for (index, block) in blocks.iter().enumerate() {
+        let mut last_pointer = None;
+        for (index, (block, remote)) in blocks.iter().zip(&remote).enumerate() {
             let last = index + 1 == blocks.len();
             let header = BlockHeader {
                 flags: block.flags | if last { FLAG_LAST_IN_GROUP } else { 0 },
@@ -661,67 +844,201 @@ impl Shared {
                 raw_len: block.raw_len,
                 index: index as u32,
                 count,
+                remote: None,
             };
             let offset = start + buffer.len() as u64;
-            format::encode_block(&mut buffer, &header, &block.stored);
+            let (location, pointer) = match remote {
+                None => {
+                    format::encode_block(&mut buffer, &header, &block.stored);
+                    ((segment, offset), None)
+                }
+                Some((file, at)) => {
+                    let from = remote_buffer.len();
+                    format::encode_block(&mut remote_buffer, &header, &block.stored);
+                    let crc = format::u32_at(&remote_buffer[from..], BLOCK_HEADER_BYTES - 4);
+                    let pointer = BlockHeader {
+                        flags: header.flags | FLAG_REMOTE,
+                        remote: Some(RemoteRef { segment: file.number, offset: *at, crc }),
+                        ..header
+                    };
+                    format::encode_block(&mut buffer, &pointer, &[]);
+                    last_pointer = Some(offset);
+                    let to = remote_buffer.len();
+                    match runs.last_mut() {
+                        Some((f, o, range))
+                            if f.number == file.number
+                                && *o + range.len() as u64 == *at
+                                && range.end == from =>
+                        {
+                            range.end = to;
+                        }
+                        _ => runs.push((Arc::clone(file), *at, from..to)),
+                    }
+                    ((file.number, *at), Some((segment, offset)))
+                }
+            };
             placed.push(Placed {
                 id: block.id,
                 location: Location {
-                    segment,
-                    offset,
+                    segment: location.0,
+                    offset: location.1,
                     version: header.version,
                     stored_len: header.stored_len,
                     raw_len: header.raw_len,
                 },
                 tombstone: header.is_tombstone(),
+                pointer,
             });
         }
         assert_eq!(buffer.len() as u64, footprint);
-        // CRASH: a partly written group is discarded by recovery (no last-in-group block, or
-        // a block whose checksum fails); it was not acknowledged.
-        let written = active.writer.write_at(&buffer, start);
+        // CRASH: a partly written group is discarded by recovery (no last-in-group block, a
+        // block whose checksum fails, or a pointer whose block does not match it); it was
+        // not acknowledged. Reused space held nothing that anyone needs.
+        let mut written = Ok(());
+        for (file, offset, range) in &runs {
+            written = file.writer.write_at(&remote_buffer[range.clone()], *offset);
+            if written.is_err() {
+                break;
+            }
+        }
+        if written.is_ok() {
+            written = active.writer.write_at(&buffer, start);
+        }
+        let remote_bytes = remote_buffer.len() as u64;
+        let remote_blocks = remote.iter().flatten().count() as u64;
         if buffer.capacity() <= 2 * RELOCATION_GROUP_BYTES as usize {
             writer.buffer = buffer;
+        }
+        if remote_buffer.capacity() <= 2 * RELOCATION_GROUP_BYTES as usize {
+            writer.remote_buffer = remote_buffer;
         }
         if let Err(error) = written {
             let error = BlockError::from(error);
             self.poison(&error);
             return Err(error);
         }
-        Counters::add(&self.counters.device_bytes_written, footprint);
+        Counters::add(&self.counters.device_bytes_written, footprint + remote_bytes);
+        Counters::add(&self.counters.reused_blocks, remote_blocks);
+        Counters::add(&self.counters.reused_bytes, remote_bytes);
         let end = start + footprint;
         if let Some(s) = writer.streams[stream as usize].as_mut() {
             s.tail = end;
+            s.last_pointer = last_pointer.or(s.last_pointer);
         }
         writer.next_group += 1;
+        for (file, _, _) in &runs {
+            if !writer.remote_dirty.iter().any(|f| f.number == file.number) {
+                writer.remote_dirty.push(Arc::clone(file));
+            }
+        }
         {
             let mut inflight = lock(&self.inflight);
             inflight.groups.insert(group, (stream, segment, start));
             inflight.tails[stream as usize] = Some((segment, end));
             inflight.next_group = writer.next_group;
-            inflight.bytes_since_checkpoint += footprint;
+            inflight.bytes_since_checkpoint += footprint + remote_bytes;
         }
         let mut sync = lock(&self.sync);
         sync.written = group;
-        if !sync.dirty.iter().any(|f| f.number == segment) {
-            sync.dirty.push(active);
+        for file in runs.iter().map(|(f, _, _)| f).chain(std::iter::once(&active)) {
+            if !sync.dirty.iter().any(|f| f.number == file.number) {
+                sync.dirty.push(Arc::clone(file));
+            }
         }
         Ok((group, placed))
+    }
+
+    /// Chooses reused space for a user group's larger puts while the pool has some: for
+    /// each block, its segment file and offset there, or `None` for the log.
+    fn place_remote(
+        &self,
+        writer: &mut Writer,
+        blocks: &[Prepared<'_>],
+        stream: Stream,
+    ) -> Vec<Option<(Arc<SegmentFile>, u64)>> {
+        let mut remote: Vec<Option<(Arc<SegmentFile>, u64)>> = vec![None; blocks.len()];
+        if stream != Stream::User || writer.pool.extents.is_empty() {
+            return remote;
+        }
+        let index = self.read_index();
+        // Appending is sequential and cheaper than filling holes: while the files are under
+        // a third of the way to the space target, the log grows (and segments that die
+        // whole are deleted for free); above it, writes fill the pool instead of growing
+        // the files. The rest is room for the space freed between two checkpoints, which
+        // the pool gets only at the next one.
+        let unused: u64 = writer
+            .streams
+            .iter()
+            .flatten()
+            .map(|tail| tail.capacity.saturating_sub(tail.tail))
+            .sum();
+        let used = index.file_bytes.saturating_sub(unused);
+        let append_below = 1.0 + (self.options.space_target - 1.0).max(0.0) / 3.0;
+        if (used as f64) < append_below * index.live_bytes as f64 {
+            return remote;
+        }
+        let mut taken = 0u64;
+        for (block, slot) in blocks.iter().zip(remote.iter_mut()) {
+            let bytes = format::block_footprint(block.stored.len());
+            if block.flags & FLAG_TOMBSTONE != 0 || bytes < REMOTE_MIN_BYTES {
+                continue;
+            }
+            let Some((segment, offset)) = writer.pool.take(bytes) else {
+                continue;
+            };
+            taken += bytes;
+            match index.segments.get(&segment) {
+                Some(info) => *slot = Some((Arc::clone(&info.file), offset)),
+                // Cannot happen: cleaning empties a segment's pool before deleting it.
+                None => debug_assert!(false, "pool extent in missing segment {segment}"),
+            }
+        }
+        self.pool_bytes.fetch_sub(taken, Ordering::Relaxed);
+        remote
+    }
+
+    /// Gives the reused space chosen for a group that was not written back to the pool.
+    fn unplace(
+        &self,
+        writer: &mut Writer,
+        blocks: &[Prepared<'_>],
+        remote: &[Option<(Arc<SegmentFile>, u64)>],
+    ) {
+        for (block, remote) in blocks.iter().zip(remote) {
+            if let Some((file, offset)) = remote {
+                let bytes = format::block_footprint(block.stored.len());
+                writer.pool.insert(file.number, *offset, bytes);
+                self.pool_bytes.fetch_add(bytes, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Seals a stream's active segment (durably) and starts a new one with room for
     /// `needed` bytes.
     fn rotate(&self, writer: &mut Writer, stream: Stream, needed: u64) -> Result<(), BlockError> {
-        if let Some(old) = &writer.streams[stream as usize] {
+        if writer.streams[stream as usize].is_some() {
             // IMPORTANT: the old segment is made durable before anything goes to the stream's
             // next one, so only a stream's last segment can end in a torn group.
-            if let Err(error) = old.active.writer.sync_data() {
+            // The same holds for the blocks its pointers point at.
+            let remote = if stream == Stream::User {
+                std::mem::take(&mut writer.remote_dirty)
+            } else {
+                Vec::new()
+            };
+            let old = writer.streams[stream as usize].as_ref().expect("checked above");
+            let files: Vec<&SegmentFile> =
+                remote.iter().map(|f| &**f).chain(std::iter::once(&*old.active)).collect();
+            if let Err(error) = files.iter().try_for_each(|f| f.writer.sync_data()) {
                 let error = BlockError::from(error);
                 self.poison(&error);
                 return Err(error);
             }
-            Counters::add(&self.counters.syncs, 1);
+            Counters::add(&self.counters.syncs, files.len() as u64);
             let number = old.active.number;
+            let last_pointer = old.last_pointer;
+            if let Some(info) = self.write_index().segments.get_mut(&number) {
+                info.last_pointer = last_pointer;
+            }
             lock(&self.sync).dirty.retain(|f| f.number != number);
         }
         let number = writer.next_segment;
@@ -730,7 +1047,11 @@ impl Shared {
         let segment =
             match create_segment(&self.storage, &self.dir, &self.options, number, capacity, stream)
             {
-                Ok(segment) => Arc::new(segment),
+                Ok(segment) => {
+                    Counters::add(&self.counters.device_bytes_written, capacity);
+                    Counters::add(&self.counters.syncs, 2);
+                    Arc::new(segment)
+                }
                 Err(error) => {
                     // Nothing was lost: the old segment is intact and durable. A failed creation
                     // (ENOSPC) is reported without poisoning.
@@ -741,13 +1062,19 @@ impl Shared {
             let mut index = self.write_index();
             index.segments.insert(
                 number,
-                SegmentInfo { file: Arc::clone(&segment), stream, capacity, live_bytes: 0 },
+                SegmentInfo {
+                    file: Arc::clone(&segment),
+                    stream,
+                    capacity,
+                    live_bytes: 0,
+                    last_pointer: None,
+                },
             );
             index.file_bytes += capacity;
         }
         writer.next_segment += 1;
         writer.streams[stream as usize] =
-            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START });
+            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START, last_pointer: None });
         lock(&self.inflight).tails[stream as usize] = Some((number, BLOCKS_START));
         Ok(())
     }
@@ -776,7 +1103,7 @@ impl Shared {
             drop(sync);
             // CRASH: until this returns, the groups up to `target` may or may not survive;
             // none of them is acknowledged yet.
-            let result = files.iter().try_for_each(|file| file.writer.sync_data());
+            let result = sync_files(&files);
             sync = lock(&self.sync);
             sync.running = false;
             match result {
@@ -798,13 +1125,21 @@ impl Shared {
     fn apply(&self, group: u64, placed: &[Placed]) {
         let mut index = self.write_index();
         for block in placed {
-            if block.tombstone {
-                let at = (block.location.segment, block.location.offset);
-                index.tombstones.insert(at, (block.id, block.location.version));
+            let location = &block.location;
+            if let Some((segment, offset)) = block.pointer {
+                // A pointer is needed only by recovery, until a checkpoint passes it.
+                index.free(segment, offset, BLOCK_HEADER_BYTES as u64, group);
             }
-            let newer =
-                index.map.get(&block.id).is_none_or(|old| old.version < block.location.version);
+            if block.tombstone {
+                let at = (location.segment, location.offset);
+                index.tombstones.insert(at, (block.id, location.version));
+                index.free(location.segment, location.offset, location.footprint(), group);
+            }
+            let newer = index.map.get(&block.id).is_none_or(|old| old.version < location.version);
             if !newer {
+                if !block.tombstone {
+                    index.free(location.segment, location.offset, location.footprint(), group);
+                }
                 continue;
             }
             if block.tombstone {
@@ -821,14 +1156,18 @@ impl Shared {
     fn apply_relocation(&self, group: u64, placed: &[Placed], old: &[Location]) {
         let mut index = self.write_index();
         for (block, old) in placed.iter().zip(old) {
+            let location = &block.location;
             if block.tombstone {
                 index.tombstones.remove(&(old.segment, old.offset));
-                let at = (block.location.segment, block.location.offset);
-                index.tombstones.insert(at, (block.id, block.location.version));
+                let at = (location.segment, location.offset);
+                index.tombstones.insert(at, (block.id, location.version));
+                index.free(location.segment, location.offset, location.footprint(), group);
                 continue;
             }
             if index.map.get(&block.id) == Some(old) {
                 index.set(block.id, block.location);
+            } else {
+                index.free(location.segment, location.offset, location.footprint(), group);
             }
         }
         lock(&self.inflight).groups.remove(&group);
@@ -867,7 +1206,10 @@ impl Shared {
 
     /// True when the bytes written to segments (all of each sealed segment, the used part
     /// of the active ones) exceed `factor` times the live bytes. The active segments' unused
-    /// parts are left out: cleaning cannot give them back.
+    /// parts are left out: cleaning cannot give them back. Free space that writes will reuse
+    /// (the pool, and what the next checkpoint adds to it) is left out too, up to
+    /// `space_target - 1` times the live bytes: reusing it costs no copies, and the cap keeps
+    /// the files within `2 * space_target - 1` times the live bytes when writes stop.
     fn exceeds(&self, index: &Index, tails: &[Option<(u64, u64)>], factor: f64) -> bool {
         let unused: u64 = tails
             .iter()
@@ -876,7 +1218,9 @@ impl Shared {
                 index.segments.get(&segment).map_or(0, |info| info.capacity.saturating_sub(tail))
             })
             .sum();
-        let used = index.file_bytes.saturating_sub(unused);
+        let reusable = self.pool_bytes.load(Ordering::Relaxed) + index.pending_bytes;
+        let allowance = index.live_bytes as f64 * (self.options.space_target - 1.0).max(0.0);
+        let used = index.file_bytes.saturating_sub(unused + reusable.min(allowance as u64));
         used as f64 > factor * index.live_bytes as f64
     }
 
@@ -897,10 +1241,20 @@ impl Shared {
         // no longer sees the tombstone.
         let _cleaning = lock(&self.cleaning);
         let mut state = lock(&self.checkpoint);
-        let (header, entries) = {
+        let (header, entries, epoch, unapplied, freed_before) = {
             let index = self.read_index();
             let inflight = lock(&self.inflight);
             let scan = [inflight.scan_start(Stream::User), inflight.scan_start(Stream::Cold)];
+            // Space freed before this snapshot is not in its map; the frees after it get a
+            // higher tag. (No free runs now: frees take the index lock for writing.)
+            let epoch = index.free_epoch.fetch_add(1, Ordering::Relaxed);
+            let freed_before = index.freed_since_checkpoint;
+            // The first user group whose pointers recovery from this checkpoint replays.
+            let unapplied = inflight
+                .groups
+                .iter()
+                .find(|(_, (stream, _, _))| *stream == Stream::User)
+                .map_or(inflight.next_group, |(&group, _)| group);
             let entries: Vec<(BlockId, Location)> =
                 index.map.iter().map(|(&id, &location)| (id, location)).collect();
             let header = MapHeader {
@@ -910,7 +1264,7 @@ impl Shared {
                 entries: entries.len() as u64,
             };
             drop(inflight);
-            (header, entries)
+            (header, entries, epoch, unapplied, freed_before)
         };
         let bytes = format::encode_map(&header, &entries);
         let name = format::map_file_name(header.sequence);
@@ -938,26 +1292,114 @@ impl Shared {
         state.sequence = header.sequence;
         drop(state);
         {
-            // Tombstones before their stream's scan position are in the checkpoint now.
+            let mut writer = lock(&self.writer);
             let mut index = self.write_index();
             let index = &mut *index;
+            index.durable_scan = header.scan;
+            index.freed_since_checkpoint -= freed_before.min(index.freed_since_checkpoint);
+            // Tombstones before their stream's scan position are in the checkpoint now.
             let segments = &index.segments;
             index.tombstones.retain(|&(segment, offset), _| {
                 segments
                     .get(&segment)
                     .is_none_or(|info| (segment, offset) >= header.scan[info.stream as usize])
             });
+            self.promote(&mut writer, index, epoch, unapplied);
         }
         lock(&self.inflight).bytes_since_checkpoint = 0;
         if previous > 0 {
-            // CRASH: a stale checkpoint left behind is ignored; recovery takes the newest.
+            // CRASH: a stale checkpoint left behind, or back after a crash (this deletion is
+            // made durable by the next checkpoint's directory sync), is ignored: recovery
+            // takes the newest and deletes the others.
             let old = self.dir.join(format::map_file_name(previous));
             if self.storage.exists(&old)? {
                 self.storage.remove_file(&old)?;
-                self.storage.sync_dir(&self.dir)?;
             }
         }
         Ok(())
+    }
+
+    /// Syncs every segment file.
+    fn sync_all_segments(&self) -> Result<(), BlockError> {
+        let files: Vec<Arc<SegmentFile>> =
+            self.read_index().segments.values().map(|info| Arc::clone(&info.file)).collect();
+        for file in files {
+            file.writer.sync_data()?;
+            Counters::add(&self.counters.syncs, 1);
+        }
+        Ok(())
+    }
+
+    /// At open, after recovery: the free space of the segments that recovery no longer
+    /// scans (sealed, before their stream's scan position) goes to the pool: every byte
+    /// there that no live block or needed tombstone takes. Only complete groups before the
+    /// scan position wrote there, and none of their pointers is read again.
+    fn rebuild_pool(&self) {
+        let mut writer = lock(&self.writer);
+        let actives: Vec<u64> =
+            writer.streams.iter().flatten().map(|tail| tail.active.number).collect();
+        let index = self.read_index();
+        let eligible = |segment: u64| {
+            index.segments.get(&segment).is_some_and(|info| {
+                !actives.contains(&segment) && segment < index.durable_scan[info.stream as usize].0
+            })
+        };
+        let mut taken: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+        for location in index.map.values().filter(|l| eligible(l.segment)) {
+            taken
+                .entry(location.segment)
+                .or_default()
+                .push((location.offset, location.footprint()));
+        }
+        for &(segment, offset) in index.tombstones.keys().filter(|(s, _)| eligible(*s)) {
+            taken.entry(segment).or_default().push((offset, BLOCK_HEADER_BYTES as u64));
+        }
+        let mut added = 0u64;
+        for (&segment, info) in index.segments.iter().filter(|(&n, _)| eligible(n)) {
+            let mut extents = taken.remove(&segment).unwrap_or_default();
+            extents.sort_unstable();
+            let mut free_from = BLOCKS_START;
+            for (offset, bytes) in extents.into_iter().chain([(info.capacity, 0)]) {
+                if offset > free_from {
+                    writer.pool.insert(segment, free_from, offset - free_from);
+                    added += offset - free_from;
+                }
+                free_from = free_from.max(offset + bytes);
+            }
+        }
+        self.pool_bytes.fetch_add(added, Ordering::Relaxed);
+    }
+
+    /// Moves the space that the checkpoint just made durable no longer needs into the pool.
+    /// An extent is reusable when (1) it was freed before the checkpoint's snapshot, so the
+    /// map there does not point at it; (2) its segment is sealed and lies before its
+    /// stream's scan position, so recovery never scans it as log; and (3) the group that
+    /// wrote it lies before the first user group recovery replays, so no pointer that
+    /// recovery reads points at it.
+    fn promote(&self, writer: &mut Writer, index: &mut Index, epoch: u64, unapplied: u64) {
+        let actives: Vec<u64> =
+            writer.streams.iter().flatten().map(|tail| tail.active.number).collect();
+        let scan = index.durable_scan;
+        let mut added = 0u64;
+        let mut dropped = 0u64;
+        let segments = &index.segments;
+        index.pending.retain(|freed| {
+            let Some(info) = segments.get(&freed.segment) else {
+                dropped += freed.bytes;
+                return false;
+            };
+            let reusable = freed.epoch <= epoch
+                && freed.group < unapplied
+                && !actives.contains(&freed.segment)
+                && freed.segment < scan[info.stream as usize].0;
+            if reusable {
+                writer.pool.insert(freed.segment, freed.offset, freed.bytes);
+                added += freed.bytes;
+            }
+            !reusable
+        });
+        index.pending_bytes -= added + dropped;
+        self.pool_bytes.fetch_add(added, Ordering::Relaxed);
     }
 
     /// Cleans one segment if the space target asks for it (see the module header).
@@ -983,7 +1425,11 @@ impl Shared {
             let empty = index
                 .segments
                 .iter()
-                .find(|(n, info)| !actives.contains(n) && info.live_bytes == 0)
+                .find(|(n, info)| {
+                    !actives.contains(n)
+                        && info.live_bytes == 0
+                        && !index.holds_needed_pointers(**n)
+                })
                 .map(|(&n, _)| n);
             return Ok(empty);
         }
@@ -998,6 +1444,7 @@ impl Shared {
             .filter(|(n, info)| {
                 let room = info.capacity - BLOCKS_START;
                 !actives.contains(n)
+                    && !index.holds_needed_pointers(**n)
                     && room - info.live_bytes.min(room)
                         >= (info.capacity as f64 * (1.0 - CLEAN_MAX_LIVE_SHARE)) as u64
             })
@@ -1006,18 +1453,35 @@ impl Shared {
         Ok(best)
     }
 
-    /// A periodic checkpoint is due once `checkpoint_bytes` of log, and at least
-    /// `CHECKPOINT_COST_RATIO` times the map checkpoint's size, were written since the last.
+    /// A periodic checkpoint is due once `checkpoint_bytes` were written since the last, or
+    /// the space freed since then (reusable only after a checkpoint) reached
+    /// `FREED_SHARE_FOR_CHECKPOINT` of the live bytes; and in either case at least
+    /// `CHECKPOINT_MIN_BYTES`, and `CHECKPOINT_COST_RATIO` times the map checkpoint's size,
+    /// were written.
     fn checkpoint_due(&self) -> bool {
-        let entries = self.read_index().map.len() as u64;
+        let (entries, freed, live) = {
+            let index = self.read_index();
+            (index.map.len() as u64, index.freed_since_checkpoint, index.live_bytes)
+        };
         let written = lock(&self.inflight).bytes_since_checkpoint;
-        written >= self.options.checkpoint_bytes
-            && written >= CHECKPOINT_COST_RATIO * entries * format::MAP_ENTRY_BYTES as u64
+        let freed = freed as f64 >= FREED_SHARE_FOR_CHECKPOINT * live as f64;
+        let cost = CHECKPOINT_COST_RATIO * entries * format::MAP_ENTRY_BYTES as u64;
+        (written >= self.options.checkpoint_bytes || freed)
+            && written >= cost.max(CHECKPOINT_MIN_BYTES)
     }
 
     /// Copies the live blocks of `victim`, and the tombstones in it that recovery may still
     /// need, to the tail, and deletes it.
     fn clean_segment(&self, victim: u64) -> Result<(), BlockError> {
+        // No more blocks go to its free space, and those on their way are applied first,
+        // so the map below shows every block in it.
+        let written = {
+            let mut writer = lock(&self.writer);
+            let freed = writer.pool.remove_segment(victim);
+            self.pool_bytes.fetch_sub(freed, Ordering::Relaxed);
+            writer.next_group - 1
+        };
+        self.wait_applied(written)?;
         let (file, live, tombstones) = {
             let index = self.read_index();
             let Some(info) = index.segments.get(&victim) else {
@@ -1126,6 +1590,19 @@ impl Shared {
         Ok(())
     }
 
+    /// Returns once every group up to `group` is applied to the map (or was not written).
+    fn wait_applied(&self, group: u64) -> Result<(), BlockError> {
+        // Bounded: each such group's writer applies it once its round ends, or fails and
+        // poisons the store.
+        loop {
+            if lock(&self.inflight).groups.range(..=group).next().is_none() {
+                return Ok(());
+            }
+            self.check_open()?;
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
     fn relocate(
         &self,
         batch: &[Prepared<'_>],
@@ -1177,6 +1654,30 @@ impl Shared {
     }
 }
 
+/// Syncs the files of a group-commit round: the log segment and the segments that blocks
+/// went to through pointers. Their fdatasyncs run at once (the files but the first on
+/// threads of their own), so a round costs about one sync's latency, not one per file;
+/// the block layer merges the cache flushes that arrive together.
+fn sync_files(files: &[Arc<SegmentFile>]) -> tierkv_io::Result<()> {
+    let Some((first, rest)) = files.split_first() else {
+        return Ok(());
+    };
+    if rest.is_empty() {
+        return first.writer.sync_data();
+    }
+    std::thread::scope(|scope| {
+        let others: Vec<_> =
+            rest.iter().map(|file| scope.spawn(move || file.writer.sync_data())).collect();
+        let mut result = first.writer.sync_data();
+        for other in others {
+            // A sync does not panic; if one did, the panic goes on here.
+            let outcome = other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            result = result.and(outcome);
+        }
+        result
+    })
+}
+
 /// Creates `dir` and makes its entry durable in its parent.
 fn create_dir_durably(storage: &Storage, dir: &Path) -> Result<(), BlockError> {
     if storage.exists(dir)? {
@@ -1206,8 +1707,11 @@ fn open_segment(
     Ok(SegmentFile { number, path, writer, reader })
 }
 
-/// Creates a segment: a temp file with its header, allocated to `capacity` and synced, then
-/// renamed into place and the directory synced.
+/// Creates a segment: a temp file with its header, allocated to `capacity`, zero-filled and
+/// synced, then renamed into place and the directory synced. Zero-filling costs one write
+/// of the segment, but then no block write changes the file's extent map (a write into
+/// preallocated, never written space does, and each fdatasync after it writes that
+/// metadata too).
 fn create_segment(
     storage: &Storage,
     dir: &Path,
@@ -1232,6 +1736,7 @@ fn create_segment(
     }
     let header = SegmentHeader { number, capacity, stream: stream as u8 };
     file.write_at(&format::encode_segment_header(&header), 0)?;
+    write_zeros(&file, BLOCKS_START, capacity)?;
     file.sync_all()?;
     drop(file);
     storage.rename(&temp, dir.join(&name))?;
@@ -1330,7 +1835,13 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         index.file_bytes += capacity;
         index.segments.insert(
             number,
-            SegmentInfo { file: Arc::new(segment), stream, capacity, live_bytes: 0 },
+            SegmentInfo {
+                file: Arc::new(segment),
+                stream,
+                capacity,
+                live_bytes: 0,
+                last_pointer: None,
+            },
         );
     }
     let scan = scan_from.unwrap_or([(0, 0); STREAMS]);
@@ -1346,6 +1857,9 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
     let mut tails: [Option<(u64, u64)>; STREAMS] = [None; STREAMS];
     let scanned: Vec<u64> =
         segments.iter().copied().filter(|n| *n >= scan[stream_of[n] as usize].0).collect();
+    let files: HashMap<u64, Arc<SegmentFile>> =
+        index.segments.iter().map(|(&n, info)| (n, Arc::clone(&info.file))).collect();
+    let resolve = |pointer: &BlockHeader| resolve_pointer(&files, pointer);
     for number in scanned {
         let file = Arc::clone(&index.segments[&number].file);
         let stream = stream_of[&number];
@@ -1354,12 +1868,13 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         let start =
             if number == scan_segment { scan_offset.max(BLOCKS_START) } else { BLOCKS_START };
         let mut last_group = 0u64;
-        let outcome = scan_segment_file(&file, start, &mut last_group, |header, offset| {
-            if header.is_tombstone() {
-                index.tombstones.insert((number, offset), (header.id, header.version));
-            }
-            apply_recovered(&mut index.map, &mut deleted, number, offset, header);
-        })?;
+        let outcome =
+            scan_segment_file(&file, start, &mut last_group, &resolve, |header, at, offset| {
+                if header.is_tombstone() {
+                    index.tombstones.insert((at, offset), (header.id, header.version));
+                }
+                apply_recovered(&mut index.map, &mut deleted, at, offset, header);
+            })?;
         max_group = max_group.max(last_group);
         report.bytes_scanned += outcome.end - start;
         report.groups_applied += outcome.groups;
@@ -1439,6 +1954,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
                 active: Arc::clone(&info.file),
                 capacity: info.capacity,
                 tail: tail.unwrap_or(info.capacity),
+                last_pointer: None,
             });
         }
     }
@@ -1456,24 +1972,51 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
                 stream: Stream::User,
                 capacity,
                 live_bytes: 0,
+                last_pointer: None,
             },
         );
         index.file_bytes += capacity;
         streams[Stream::User as usize] =
-            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START });
+            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START, last_pointer: None });
     }
-    let writer = Writer { streams, next_segment, next_group, buffer: Vec::new() };
+    index.durable_scan = scan;
+    let writer = Writer {
+        streams,
+        next_segment,
+        next_group,
+        buffer: Vec::new(),
+        remote_buffer: Vec::new(),
+        pool: Pool::default(),
+        remote_dirty: Vec::new(),
+    };
     Ok(Recovered { index, writer, checkpoint, report })
 }
 
 /// Cuts a segment at `cut` and makes it `capacity` bytes again, zero after the cut, durably.
 fn cut_and_refill(file: &SegmentFile, cut: u64, capacity: u64) -> Result<(), BlockError> {
-    file.writer.set_len(cut)?;
-    file.writer.reserve(capacity)?;
     if file.writer.len() != capacity {
         file.writer.set_len(capacity)?;
     }
+    write_zeros(&file.writer, cut, capacity)?;
     file.writer.sync_all()?;
+    Ok(())
+}
+
+/// Bytes per write of `write_zeros`: one page. Written a page at a time, the file sits in
+/// the page cache in small folios, so a later block write dirties only its own pages, and
+/// `/proc/self/io` charges only those (large folios are charged whole).
+const ZERO_WRITE_BYTES: u64 = 4096;
+
+/// Writes zeros over `from..to`.
+fn write_zeros(file: &File, from: u64, to: u64) -> Result<(), BlockError> {
+    let zeros = vec![0u8; (to.saturating_sub(from)).min(ZERO_WRITE_BYTES) as usize];
+    let mut at = from;
+    // Bounded: each pass advances `at` by at least one byte until it reaches `to`.
+    while at < to {
+        let len = (to - at).min(zeros.len() as u64) as usize;
+        file.write_at(&zeros[..len], at)?;
+        at += len as u64;
+    }
     Ok(())
 }
 
@@ -1524,12 +2067,25 @@ struct ScanOutcome {
     stop: Option<(u64, String, u64)>,
 }
 
+/// What a pointer resolves to: `Ok(Some((segment, offset)))`, `Ok(None)` (its segment was
+/// cleaned away), `Err(why)` (its block is not there: torn); a failed read is the outer error.
+type Resolution = Result<Option<(u64, u64)>, String>;
+
+/// Resolves the pointers of a group during recovery.
+type Resolver<'a> = dyn Fn(&BlockHeader) -> Result<Resolution, BlockError> + 'a;
+
 /// Scans one segment from `start`, calling `apply` for each block of each complete group.
+///
+/// A pointer's block is checked with `resolve` before its group is applied: `Ok(Some(at))`
+/// is where it lies, `Ok(None)` means its segment was cleaned away (what was live in it was
+/// copied first, so the block is skipped), and `Err` means the block is not there: the
+/// group was torn, and the scan stops before it.
 fn scan_segment_file(
     file: &SegmentFile,
     start: u64,
     last_group: &mut u64,
-    mut apply: impl FnMut(&BlockHeader, u64),
+    resolve: &Resolver<'_>,
+    mut apply: impl FnMut(&BlockHeader, u64, u64),
 ) -> Result<ScanOutcome, BlockError> {
     let len = file.writer.len();
     let mut window = ScanWindow::new(&file.writer);
@@ -1555,8 +2111,7 @@ fn scan_segment_file(
             outcome.stop = Some((offset, "a block runs past the end of the segment".into(), 0));
             break;
         }
-        let payload =
-            window.read(offset + BLOCK_HEADER_BYTES as u64, header.stored_len as usize, len)?;
+        let payload = window.read(offset + BLOCK_HEADER_BYTES as u64, header.payload_len(), len)?;
         if let Err(detail) = format::verify_block(&head, payload) {
             outcome.stop = Some((offset, detail, 0));
             break;
@@ -1586,18 +2141,42 @@ fn scan_segment_file(
         if let Some(group) = pending.as_mut() {
             group.blocks.push((header, offset));
         }
-        offset = end;
-        if header.is_last() {
-            if let Some(group) = pending.take() {
-                for (block, at) in &group.blocks {
-                    apply(block, *at);
-                }
-                outcome.groups += 1;
-                outcome.blocks += group.blocks.len() as u64;
-                *last_group = header.group.0;
-            }
-            outcome.end = offset;
+        if !header.is_last() {
+            offset = end;
+            continue;
         }
+        let Some(group) = pending.take() else {
+            break;
+        };
+        let mut located = Vec::with_capacity(group.blocks.len());
+        let mut failure = None;
+        for (block, at) in &group.blocks {
+            match block.remote {
+                None => located.push(Some((file.number, *at))),
+                Some(_) => match resolve(block)? {
+                    Ok(found) => located.push(found),
+                    Err(detail) => {
+                        failure = Some((*at, detail));
+                        break;
+                    }
+                },
+            }
+        }
+        if let Some((at, detail)) = failure {
+            outcome.stop = Some((at, detail, 0));
+            pending = Some(group);
+            break;
+        }
+        for ((block, _), at) in group.blocks.iter().zip(located) {
+            if let Some((segment, at)) = at {
+                apply(&block.pointee(), segment, at);
+            }
+        }
+        outcome.groups += 1;
+        outcome.blocks += group.blocks.len() as u64;
+        *last_group = header.group.0;
+        offset = end;
+        outcome.end = offset;
     }
     if let Some(group) = pending {
         // An incomplete group: cut where it starts, even if the scan ended at zeros.
@@ -1615,6 +2194,49 @@ fn scan_segment_file(
         outcome.end = outcome.end.max(*cut);
     }
     Ok(outcome)
+}
+
+/// Finds the block a pointer points at and checks that it is the one the pointer's group
+/// wrote: every header field equal, its checksum valid and equal to the one in the pointer.
+/// See `scan_segment_file` for what the results mean; a failed read is an error.
+fn resolve_pointer(
+    files: &HashMap<u64, Arc<SegmentFile>>,
+    pointer: &BlockHeader,
+) -> Result<Resolution, BlockError> {
+    let Some(remote) = pointer.remote else {
+        return Ok(Err("not a pointer".into()));
+    };
+    let Some(file) = files.get(&remote.segment) else {
+        return Ok(Ok(None));
+    };
+    let expected = pointer.pointee();
+    let total = BLOCK_HEADER_BYTES as u64 + u64::from(pointer.stored_len);
+    let at = remote.offset;
+    let problem = |detail: String| {
+        Ok(Err(format!(
+            "pointer of block {} in group {} to segment {} offset {at}: {detail}",
+            pointer.id, pointer.group, remote.segment
+        )))
+    };
+    if at.checked_add(total).is_none_or(|end| end > file.writer.len()) {
+        return problem("points past the end of the segment".into());
+    }
+    let mut bytes = vec![0u8; total as usize];
+    file.writer.read_at(&mut bytes, at)?;
+    match format::decode_header(&bytes) {
+        Ok(found) if found == expected => {}
+        Ok(found) => return problem(format!("found {found:?}")),
+        Err(HeaderProblem::Zero) => return problem("found zeros".into()),
+        Err(HeaderProblem::Invalid(detail)) => return problem(detail),
+    }
+    let (head, payload) = bytes.split_at(BLOCK_HEADER_BYTES);
+    if let Err(detail) = format::verify_block(head, payload) {
+        return problem(detail);
+    }
+    if format::u32_at(head, BLOCK_HEADER_BYTES - 4) != remote.crc {
+        return problem("its checksum is not the one the pointer carries".into());
+    }
+    Ok(Ok(Some((remote.segment, at))))
 }
 
 /// Sequential reads through a window of `SCAN_WINDOW_BYTES`.

@@ -57,6 +57,9 @@ pub(crate) fn read_block(
         Err(HeaderProblem::Zero) => return Err(corruption("the block header is zero".into())),
         Err(HeaderProblem::Invalid(detail)) => return Err(corruption(detail)),
     };
+    if header.remote.is_some() {
+        return Err(corruption("a pointer where a block belongs".into()));
+    }
     if header.id != expected || header.stored_len != stored_len {
         return Err(corruption(format!(
             "found block {} of {} stored bytes where block {expected} of {stored_len} belongs",

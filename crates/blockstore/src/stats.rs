@@ -37,6 +37,11 @@ pub struct StoreStats {
     pub checkpoints: u64,
     /// log store: bytes written by them.
     pub checkpoint_bytes: u64,
+    /// log store: blocks written into reused free space of older segments (each with a
+    /// pointer in the log).
+    pub reused_blocks: u64,
+    /// log store: bytes written by them (pointers not counted).
+    pub reused_bytes: u64,
     /// doublewrite store: bytes written to the doublewrite file.
     pub doublewrite_bytes: u64,
     /// doublewrite store: bytes written in place.
@@ -105,6 +110,8 @@ pub(crate) struct Counters {
     pub relocated_bytes: AtomicU64,
     pub checkpoints: AtomicU64,
     pub checkpoint_bytes: AtomicU64,
+    pub reused_blocks: AtomicU64,
+    pub reused_bytes: AtomicU64,
     pub doublewrite_bytes: AtomicU64,
     pub in_place_bytes: AtomicU64,
 }
@@ -132,6 +139,8 @@ impl Counters {
             relocated_bytes: get(&self.relocated_bytes),
             checkpoints: get(&self.checkpoints),
             checkpoint_bytes: get(&self.checkpoint_bytes),
+            reused_blocks: get(&self.reused_blocks),
+            reused_bytes: get(&self.reused_bytes),
             doublewrite_bytes: get(&self.doublewrite_bytes),
             in_place_bytes: get(&self.in_place_bytes),
         }

@@ -121,6 +121,10 @@ struct BlocksArgs {
     /// Flush the dirty pages after this many updates.
     #[arg(long, default_value_t = 1000)]
     checkpoint_every: u64,
+    /// Page-update trials per page size; the modes alternate (which goes first swaps each
+    /// trial) and the ratios are the medians of the trials' ratios.
+    #[arg(long, default_value_t = 3)]
+    trials: usize,
     /// Pages per atomic group of a flush, at most.
     #[arg(long, default_value_t = 256)]
     group_pages: usize,
@@ -418,6 +422,7 @@ fn bench_blocks(args: BlocksArgs) -> Result<ExitCode, String> {
     config.distribution = args.distribution;
     config.zipf_theta = args.theta;
     config.checkpoint_every = args.checkpoint_every;
+    config.trials = args.trials;
     config.group_pages_max = args.group_pages;
     if !(args.overwrite_minutes.is_finite() && args.overwrite_minutes >= 0.0) {
         return Err(format!(

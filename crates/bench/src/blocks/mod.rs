@@ -175,6 +175,8 @@ pub struct BlocksBenchConfig {
     pub zipf_theta: f64,
     /// The dirty set is flushed after this many updates.
     pub checkpoint_every: u64,
+    /// Page-update trials per page size (each runs both modes).
+    pub trials: usize,
     /// Pages per atomic group of a flush, at most.
     pub group_pages_max: usize,
     /// Pages per group while loading.
@@ -217,6 +219,7 @@ impl BlocksBenchConfig {
             distribution: Distribution::Zipfian,
             zipf_theta: 0.99,
             checkpoint_every: 1000,
+            trials: 3,
             group_pages_max: 256,
             load_group_pages: 64,
             overwrite: None,
@@ -276,6 +279,9 @@ impl BlocksBenchConfig {
         if !(self.zipf_theta > 0.0 && self.zipf_theta < 1.0) {
             return fail(format!("theta {} must lie strictly between 0 and 1", self.zipf_theta));
         }
+        if self.trials == 0 {
+            return fail("--trials must be at least 1".into());
+        }
         if self.checkpoint_every == 0 || self.group_pages_max == 0 || self.load_group_pages == 0 {
             return fail("checkpoint interval and group sizes must be positive".into());
         }
@@ -301,6 +307,7 @@ impl BlocksBenchConfig {
             distribution: self.distribution,
             zipf_theta: self.zipf_theta,
             checkpoint_every: self.checkpoint_every,
+            trials: self.trials,
             group_pages_max: self.group_pages_max,
             load_group_pages: self.load_group_pages,
             overwrite_s: self.overwrite.map(|d| d.as_secs_f64()),
@@ -342,6 +349,9 @@ pub struct OptionsRecord {
     pub zipf_theta: f64,
     /// Updates between flushes.
     pub checkpoint_every: u64,
+    /// Page-update trials per page size.
+    #[serde(default = "one")]
+    pub trials: usize,
     /// Pages per flush group at most.
     pub group_pages_max: usize,
     /// Pages per load group.
@@ -408,7 +418,7 @@ pub fn run(config: &BlocksBenchConfig, command: &str) -> Result<BlocksReport, Be
     remove_tree(&storage, &scratch)?;
     storage.create_dir_all(&scratch)?;
     let steps = 2 * config.patterns.len()
-        + 2 * config.page_sizes.len()
+        + 2 * config.page_sizes.len() * config.trials
         + usize::from(config.overwrite.is_some());
     let progress = progress_bar(config, steps as u64);
     let mut notes = Vec::new();
@@ -459,6 +469,11 @@ pub fn run(config: &BlocksBenchConfig, command: &str) -> Result<BlocksReport, Be
         overwrite,
         notes,
     })
+}
+
+/// Serde's default of fields added after reports were written.
+fn one() -> usize {
+    1
 }
 
 fn progress_bar(config: &BlocksBenchConfig, total: u64) -> ProgressBar {

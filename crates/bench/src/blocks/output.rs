@@ -243,13 +243,14 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
     )?;
     writeln!(
         out,
-        "{:>6} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>6} {:>9} {:>9}",
+        "{:>6} {:<15} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>9} {:>6} {:>9} {:>9}",
         "page",
         "mode",
         "updates",
         "upd/s",
         "pages",
         "pages/s",
+        "cpu/s",
         "dev MiB",
         "B/page",
         "reloc",
@@ -258,6 +259,7 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
         "inplace",
         "syncs",
         "/proc MiB",
+        "blkdev MiB",
         "space",
         "recov ms",
         "scan MiB"
@@ -266,17 +268,29 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
         print_point(point, out)?;
     }
     writeln!(out, "  (reloc, mapckpt, dblwr, inplace: MiB of cleaning copies, map checkpoints, doublewrite file, in-place slots;")?;
+    writeln!(out, "   cpu/s: CPU seconds of the process (every thread) per second of the run;")?;
+    writeln!(out, "   blkdev MiB: what the block device under the path wrote meanwhile, journal and other processes included;")?;
     writeln!(out, "   recov ms, scan MiB: reopening the store after the run, and the log it scanned after its map checkpoint)")?;
     writeln!(out, "ratios, atomic group ÷ doublewrite:")?;
     for ratio_row in &report.page_update_ratios {
         writeln!(
             out,
-            "  {} pages: bytes written per page {} (store counters), {} (/proc/self/io); \
-             pages/s {}{}",
+            "  {} pages, median of {} trials: bytes written per page {} (store counters), {} \
+             (block device), {} (/proc/self/io); pages/s {} (trials: {}; medians {:.0} and {:.0}){}",
             size(ratio_row.page_bytes),
+            ratio_row.trials,
             ratio(ratio_row.device_bytes_ratio),
+            ratio(ratio_row.block_device_write_bytes_ratio),
             ratio(ratio_row.proc_write_bytes_ratio),
             ratio(ratio_row.pages_per_s_ratio),
+            ratio_row
+                .trial_pages_per_s_ratios
+                .iter()
+                .map(|r| ratio(*r))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ratio_row.atomic_pages_per_s_median,
+            ratio_row.doublewrite_pages_per_s_median,
             if ratio_row.same_groups { " (same groups)" } else { "" }
         )?;
     }
@@ -286,13 +300,14 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
 fn print_point(point: &PageUpdatePoint, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:>6} {:<12} {:>9} {:>9.0} {:>9} {:>9.0} {:>9.1} {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>9} {:>6.2} {:>9.1} {:>9.1}",
+        "{:>6} {:<15} {:>9} {:>9.0} {:>9} {:>9.0} {:>6.2} {:>9.1} {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>9} {:>9} {:>6.2} {:>9.1} {:>9.1}",
         size(point.page_bytes),
-        point.mode,
+        format!("{} #{}", point.mode, point.trial + 1),
         point.updates,
         point.updates_per_s,
         point.pages_flushed,
         point.pages_per_s,
+        point.cpu_s / point.elapsed_s.max(1e-9),
         mib(point.device_bytes_written),
         point.device_bytes_per_page,
         mib(point.relocated_bytes),
@@ -301,6 +316,9 @@ fn print_point(point: &PageUpdatePoint, out: &mut dyn Write) -> std::io::Result<
         mib(point.in_place_bytes),
         point.syncs,
         point.proc_write_bytes.map_or_else(|| "n/a".to_string(), |b| format!("{:.1}", mib(b))),
+        point
+            .block_device_write_bytes
+            .map_or_else(|| "n/a".to_string(), |b| format!("{:.1}", mib(b))),
         point.space_amplification,
         point.recovery_ms,
         mib(point.recovery_bytes_scanned)

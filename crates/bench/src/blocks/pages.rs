@@ -38,7 +38,7 @@ use tierkv_blockstore::{
     BlockId, BlockStore, DoublewriteOptions, DoublewriteStore, LogStore, RecoveryReport,
     StoreOptions, StoreStats,
 };
-use tierkv_io::machine::process_write_bytes;
+use tierkv_io::machine::{device_write_bytes, process_cpu_seconds, process_write_bytes};
 use tierkv_io::Storage;
 
 use super::zipf::{PageChooser, Scramble, Zipfian};
@@ -88,8 +88,11 @@ pub struct PageUpdatePoint {
     pub page_bytes: usize,
     /// `atomic-group` or `doublewrite`.
     pub mode: String,
-    /// Position in the alternation for this page size (0: ran first).
+    /// Position in the alternation for this page size and trial (0: ran first).
     pub order: usize,
+    /// The trial, from 0.
+    #[serde(default)]
+    pub trial: usize,
     /// How pages were picked.
     pub distribution: String,
     /// Pages in the data set.
@@ -106,6 +109,9 @@ pub struct PageUpdatePoint {
     pub flushes: u64,
     /// Wall time of the measured phase, seconds.
     pub elapsed_s: f64,
+    /// CPU seconds of the process (all threads, user and system) in the measured phase.
+    #[serde(default)]
+    pub cpu_s: f64,
     /// Updates per second of the measured phase.
     pub updates_per_s: f64,
     /// Pages flushed per second of the measured phase.
@@ -128,6 +134,12 @@ pub struct PageUpdatePoint {
     pub proc_write_bytes: Option<u64>,
     /// `proc_write_bytes / pages_flushed`.
     pub proc_write_bytes_per_page: Option<f64>,
+    /// Bytes the block device under the path wrote over the measured phase (sectors
+    /// written in sysfs × 512: journal included, and any other process's writes to that
+    /// device); `None` on a memory file system or where sysfs is unreadable.
+    pub block_device_write_bytes: Option<u64>,
+    /// `block_device_write_bytes / pages_flushed`.
+    pub block_device_write_bytes_per_page: Option<f64>,
     /// Live bytes at the end.
     pub live_bytes: u64,
     /// File bytes at the end.
@@ -136,19 +148,38 @@ pub struct PageUpdatePoint {
     pub space_amplification: f64,
 }
 
-/// Atomic group ÷ doublewrite for one page size.
+/// Atomic group ÷ doublewrite for one page size: each ratio is the median of the trials'
+/// ratios (each trial runs both modes back to back).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PageUpdateRatio {
     /// Page size.
     pub page_bytes: usize,
+    /// Trials the medians are over.
+    #[serde(default = "one")]
+    pub trials: usize,
+    /// Each trial's pages/s ratio, in trial order.
+    #[serde(default)]
+    pub trial_pages_per_s_ratios: Vec<Option<f64>>,
+    /// Each trial's device-bytes ratio (store counters), in trial order.
+    #[serde(default)]
+    pub trial_device_bytes_ratios: Vec<Option<f64>>,
+    /// Median pages/s of the atomic-group runs.
+    #[serde(default)]
+    pub atomic_pages_per_s_median: f64,
+    /// Median pages/s of the doublewrite runs.
+    #[serde(default)]
+    pub doublewrite_pages_per_s_median: f64,
     /// Device bytes per page flushed (store counters), atomic ÷ doublewrite.
     pub device_bytes_ratio: Option<f64>,
     /// `/proc/self/io` write bytes per page flushed, atomic ÷ doublewrite; `None` when
     /// unreadable or zero (a memory file system).
     pub proc_write_bytes_ratio: Option<f64>,
+    /// Block-device write bytes per page flushed, atomic ÷ doublewrite; `None` when
+    /// unreadable or zero.
+    pub block_device_write_bytes_ratio: Option<f64>,
     /// Pages flushed per second, atomic ÷ doublewrite.
     pub pages_per_s_ratio: Option<f64>,
-    /// Both runs flushed the same pages in the same groups.
+    /// In every trial both runs flushed the same pages in the same groups.
     pub same_groups: bool,
 }
 
@@ -369,6 +400,8 @@ fn run_mode(
 
     let before = store.stats();
     let proc_before = process_write_bytes();
+    let device_before = device_write_bytes(&dir);
+    let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let deadline = match config.run_length {
         RunLength::Seconds(seconds) => Some(started + Duration::from_secs_f64(seconds)),
@@ -392,7 +425,9 @@ fn run_mode(
     }
     flush(&mut dirty)?;
     let elapsed_s = started.elapsed().as_secs_f64();
+    let cpu_s = process_cpu_seconds() - cpu_before;
     let proc_after = process_write_bytes();
+    let device_after = device_write_bytes(&dir);
     let after = store.stats();
     store.close()?;
     drop(store);
@@ -402,11 +437,13 @@ fn run_mode(
     let delta = |f: fn(&StoreStats) -> u64| f(&after).saturating_sub(f(&before));
     let device_bytes_written = delta(|s| s.device_bytes_written);
     let proc_write_bytes = proc_delta(proc_before, proc_after);
+    let block_device_write_bytes = proc_delta(device_before, device_after);
     let per_page = |bytes: u64| bytes as f64 / pages_flushed.max(1) as f64;
     Ok(PageUpdatePoint {
         page_bytes,
         mode: mode.name().to_string(),
         order,
+        trial: 0,
         distribution: config.distribution.name().to_string(),
         pages_total,
         load_s,
@@ -415,6 +452,7 @@ fn run_mode(
         groups,
         flushes,
         elapsed_s,
+        cpu_s,
         updates_per_s: updates as f64 / elapsed_s,
         pages_per_s: pages_flushed as f64 / elapsed_s,
         device_bytes_written,
@@ -426,6 +464,8 @@ fn run_mode(
         syncs: delta(|s| s.syncs),
         proc_write_bytes,
         proc_write_bytes_per_page: proc_write_bytes.map(per_page),
+        block_device_write_bytes,
+        block_device_write_bytes_per_page: block_device_write_bytes.map(per_page),
         live_bytes: after.live_bytes,
         file_bytes: after.file_bytes,
         space_amplification: after.space_amplification(),
@@ -444,23 +484,59 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
     }
 }
 
-fn compare(atomic: &PageUpdatePoint, doublewrite: &PageUpdatePoint) -> PageUpdateRatio {
+/// The median of the values that exist (the mean of the middle two for an even count).
+fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let mut values: Vec<f64> = values.into_iter().flatten().filter(|v| v.is_finite()).collect();
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    Some(if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    })
+}
+
+/// The ratios of the trials of one page size: `pairs` holds (atomic, doublewrite) per trial.
+fn compare(pairs: &[(&PageUpdatePoint, &PageUpdatePoint)]) -> PageUpdateRatio {
+    let both = |a: Option<f64>, d: Option<f64>| match (a, d) {
+        (Some(a), Some(d)) => ratio(a, d),
+        _ => None,
+    };
+    let pages_per_s: Vec<Option<f64>> =
+        pairs.iter().map(|(a, d)| ratio(a.pages_per_s, d.pages_per_s)).collect();
+    let device_bytes: Vec<Option<f64>> = pairs
+        .iter()
+        .map(|(a, d)| ratio(a.device_bytes_per_page, d.device_bytes_per_page))
+        .collect();
     PageUpdateRatio {
-        page_bytes: atomic.page_bytes,
-        device_bytes_ratio: ratio(atomic.device_bytes_per_page, doublewrite.device_bytes_per_page),
-        proc_write_bytes_ratio: match (
-            atomic.proc_write_bytes_per_page,
-            doublewrite.proc_write_bytes_per_page,
-        ) {
-            (Some(a), Some(d)) => ratio(a, d),
-            _ => None,
-        },
-        pages_per_s_ratio: ratio(atomic.pages_per_s, doublewrite.pages_per_s),
-        same_groups: atomic.updates == doublewrite.updates,
+        page_bytes: pairs.first().map_or(0, |(a, _)| a.page_bytes),
+        trials: pairs.len(),
+        trial_pages_per_s_ratios: pages_per_s.clone(),
+        trial_device_bytes_ratios: device_bytes.clone(),
+        atomic_pages_per_s_median: median(pairs.iter().map(|(a, _)| Some(a.pages_per_s)))
+            .unwrap_or(0.0),
+        doublewrite_pages_per_s_median: median(pairs.iter().map(|(_, d)| Some(d.pages_per_s)))
+            .unwrap_or(0.0),
+        device_bytes_ratio: median(device_bytes),
+        proc_write_bytes_ratio: median(
+            pairs
+                .iter()
+                .map(|(a, d)| both(a.proc_write_bytes_per_page, d.proc_write_bytes_per_page)),
+        ),
+        block_device_write_bytes_ratio: median(pairs.iter().map(|(a, d)| {
+            both(a.block_device_write_bytes_per_page, d.block_device_write_bytes_per_page)
+        })),
+        pages_per_s_ratio: median(pages_per_s),
+        same_groups: pairs.iter().all(|(a, d)| a.updates == d.updates),
     }
 }
 
-/// Runs both modes for every page size, alternately.
+/// Runs both modes for every page size, `trials` times each, alternately: which mode goes
+/// first swaps from one trial to the next, so that neither always inherits the other's
+/// dirty page cache.
 pub fn run(
     storage: &Storage,
     config: &BlocksBenchConfig,
@@ -472,20 +548,43 @@ pub fn run(
     for &page_bytes in &config.page_sizes {
         let pages_total = config.data_set_bytes / page_bytes as u64;
         let chooser = chooser(config, pages_total)?;
-        let mut pair = Vec::with_capacity(2);
-        for (order, mode) in [Mode::AtomicGroup, Mode::Doublewrite].into_iter().enumerate() {
-            progress.set_message(format!(
-                "page updates, {} KiB pages, {}",
-                page_bytes / 1024,
-                mode.name()
-            ));
-            pair.push(run_mode(storage, config, scratch, mode, order, page_bytes, &chooser)?);
-            progress.inc(1);
+        let mut trials = Vec::with_capacity(config.trials);
+        for trial in 0..config.trials {
+            let mut modes = [Mode::AtomicGroup, Mode::Doublewrite];
+            if trial % 2 == 1 {
+                modes.reverse();
+            }
+            let mut pair = Vec::with_capacity(2);
+            for (order, mode) in modes.into_iter().enumerate() {
+                progress.set_message(format!(
+                    "page updates, {} KiB pages, trial {} of {}, {}",
+                    page_bytes / 1024,
+                    trial + 1,
+                    config.trials,
+                    mode.name()
+                ));
+                let mut point =
+                    run_mode(storage, config, scratch, mode, order, page_bytes, &chooser)?;
+                point.trial = trial;
+                pair.push(point);
+                progress.inc(1);
+            }
+            if trial % 2 == 1 {
+                pair.reverse();
+            }
+            trials.push(pair);
         }
-        ratios.push(compare(&pair[0], &pair[1]));
-        points.extend(pair);
+        let pairs: Vec<(&PageUpdatePoint, &PageUpdatePoint)> =
+            trials.iter().map(|pair| (&pair[0], &pair[1])).collect();
+        ratios.push(compare(&pairs));
+        points.extend(trials.into_iter().flatten());
     }
     Ok((points, ratios))
+}
+
+/// Serde's default of fields added after reports were written.
+fn one() -> usize {
+    1
 }
 
 /// `count` distinct pages below `pages_total` (`count <= pages_total`).

@@ -149,26 +149,44 @@ fn micro_chart(table: &MicroTable, y_label: &str, value: fn(&Timing) -> f64) -> 
     }
 }
 
-/// (bytes written per page, pages per second), grouped by page size, one bar per mode.
+/// (bytes written per page, pages per second), grouped by page size, one bar per mode: the
+/// median over the trials.
 fn page_charts(report: &BlocksReport) -> (BarChart, BarChart) {
     let modes = ["atomic-group", "doublewrite"];
     let mut sizes: Vec<usize> = report.page_update.iter().map(|p| p.page_bytes).collect();
     sizes.dedup();
-    let find = |size: usize, mode: &str| {
-        report.page_update.iter().find(|p| p.page_bytes == size && p.mode == mode)
-    };
+    let median_of =
+        |size: usize, mode: &str, f: &dyn Fn(&super::pages::PageUpdatePoint) -> Option<f64>| {
+            let mut values: Vec<f64> = report
+                .page_update
+                .iter()
+                .filter(|p| p.page_bytes == size && p.mode == mode)
+                .filter_map(f)
+                .filter(|v| v.is_finite())
+                .collect();
+            values.sort_by(f64::total_cmp);
+            match values.len() {
+                0 => None,
+                n if n % 2 == 1 => Some(values[n / 2]),
+                n => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+            }
+        };
     let mut bytes_groups = Vec::new();
     let mut rate_groups = Vec::new();
     for &size in &sizes {
         let bars = |f: &dyn Fn(&super::pages::PageUpdatePoint) -> Option<f64>| {
             modes
                 .iter()
-                .map(|mode| Bar { value: find(size, mode).and_then(f), reference: None })
+                .map(|mode| Bar { value: median_of(size, mode, f), reference: None })
                 .collect::<Vec<_>>()
         };
         bytes_groups.push(Group {
             label: format!("{} pages, store counters", size_name(size)),
             bars: bars(&|p| Some(p.device_bytes_per_page / 1024.0)),
+        });
+        bytes_groups.push(Group {
+            label: format!("{} pages, block device", size_name(size)),
+            bars: bars(&|p| p.block_device_write_bytes_per_page.map(|b| b / 1024.0)),
         });
         bytes_groups.push(Group {
             label: format!("{} pages, /proc/self/io", size_name(size)),

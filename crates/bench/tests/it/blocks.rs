@@ -16,6 +16,7 @@ fn tiny(path: &Path) -> BlocksBenchConfig {
     config.data_set_bytes = 1 << 20;
     config.run_length = RunLength::Updates(200);
     config.checkpoint_every = 50;
+    config.trials = 2;
     config.overwrite = None;
     config.progress = false;
     config
@@ -56,7 +57,7 @@ fn check(report: &BlocksReport, dir: &Path) {
     check_table(&report.bandwidth, direct);
     assert_eq!(report.latency.seed_unit, "us");
 
-    assert_eq!(report.page_update.len(), 2 * 2);
+    assert_eq!(report.page_update.len(), 2 * 2 * 2, "page sizes × modes × trials");
     for point in &report.page_update {
         assert_eq!(point.updates, 200, "{point:?}");
         assert_eq!(point.pages_total, (1 << 20) / point.page_bytes as u64);
@@ -64,7 +65,8 @@ fn check(report: &BlocksReport, dir: &Path) {
         assert!(point.flushes >= 4, "200 updates, a flush every 50: {point:?}");
         assert!(point.pages_per_s > 0.0 && point.updates_per_s > 0.0 && point.syncs > 0);
         assert!(point.device_bytes_written >= point.pages_flushed * point.page_bytes as u64);
-        assert!(point.space_amplification > 0.0);
+        assert!(point.space_amplification > 0.0 && point.cpu_s >= 0.0);
+        assert!(point.trial < 2, "{point:?}");
         match point.mode.as_str() {
             "atomic-group" => assert_eq!(point.doublewrite_bytes + point.in_place_bytes, 0),
             "doublewrite" => {
@@ -74,10 +76,13 @@ fn check(report: &BlocksReport, dir: &Path) {
             other => panic!("unknown mode {other}"),
         }
     }
-    // Both modes replayed the same stream: the same pages in the same groups.
-    for pair in report.page_update.chunks(2) {
+    // Both modes replayed the same stream: the same pages in the same groups. Each trial
+    // holds one run of each, the first mode alternating.
+    for (index, pair) in report.page_update.chunks(2).enumerate() {
         assert_eq!(pair[0].mode, "atomic-group");
         assert_eq!(pair[1].mode, "doublewrite");
+        assert_eq!((pair[0].trial, pair[1].trial), (index % 2, index % 2));
+        assert_eq!(pair[0].order, index % 2, "the first mode swaps each trial");
         assert_eq!(pair[0].pages_flushed, pair[1].pages_flushed);
         assert_eq!(pair[0].groups, pair[1].groups);
     }
@@ -86,6 +91,9 @@ fn check(report: &BlocksReport, dir: &Path) {
         assert!(ratio.same_groups);
         assert!(ratio.device_bytes_ratio.is_some_and(|r| r > 0.0), "{ratio:?}");
         assert!(ratio.pages_per_s_ratio.is_some_and(|r| r > 0.0), "{ratio:?}");
+        assert_eq!(ratio.trials, 2);
+        assert_eq!(ratio.trial_pages_per_s_ratios.len(), 2);
+        assert!(ratio.atomic_pages_per_s_median > 0.0, "{ratio:?}");
     }
     assert!(report.overwrite.is_none());
     assert!(!report.machine.cpu_model.is_empty() && report.machine.cores > 0);
@@ -164,7 +172,7 @@ fn the_overwrite_test_samples_space_amplification() {
     assert!(overwrite.space_amplification_max >= overwrite.space_amplification_final);
     assert!(overwrite.space_amplification_final > 0.0);
     assert!(overwrite.background_error.is_none(), "{:?}", overwrite.background_error);
-    assert_eq!(report.page_update.len(), 2);
+    assert_eq!(report.page_update.len(), 2 * 2);
     let plots = plot::write_plots(&report, &dir.path().join("plots")).expect("plots");
     assert!(plots.iter().any(|p| p.ends_with("overwrite-space-amplification.svg")));
 }

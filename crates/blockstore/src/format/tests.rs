@@ -11,6 +11,7 @@ fn header(id: u64, group: u64, index: u32, count: u32, stored: &[u8]) -> BlockHe
         raw_len: stored.len() as u32,
         index,
         count,
+        remote: None,
     }
 }
 
@@ -149,4 +150,62 @@ fn short_inputs_are_errors_not_panics() {
     assert!(decode_segment_header(&[0u8; 3]).is_err());
     assert!(decode_map(&[0u8; 3]).is_err());
     assert!(decode_doublewrite_header(&[0u8; 3]).is_err());
+}
+
+#[test]
+fn a_pointer_round_trips_without_a_payload_and_names_its_block() {
+    let payload = vec![7u8; 5000];
+    let block = header(42, 9, 0, 2, &payload);
+    let mut remote = Vec::new();
+    encode_block(&mut remote, &block, &payload);
+    let crc = u32_at(&remote, BLOCK_HEADER_BYTES - 4);
+    let pointer = BlockHeader {
+        flags: block.flags | FLAG_REMOTE,
+        remote: Some(RemoteRef { segment: 3, offset: 8192, crc }),
+        ..block
+    };
+    let mut out = Vec::new();
+    encode_block(&mut out, &pointer, &[]);
+    assert_eq!(out.len(), BLOCK_HEADER_BYTES, "a pointer is one header, no payload");
+    assert_eq!(pointer.footprint(), BLOCK_HEADER_BYTES as u64);
+    let decoded = decode_header(&out).expect("decodes");
+    assert_eq!(decoded, pointer);
+    assert_eq!(decoded.payload_len(), 0);
+    assert_eq!(decoded.pointee(), block);
+    verify_block(&out, &[]).expect("checksum");
+    // Every flipped bit of the pointer is caught, the reference included.
+    for byte in 0..BLOCK_HEADER_BYTES {
+        for bit in 0..8 {
+            let mut damaged = out.clone();
+            damaged[byte] ^= 1 << bit;
+            let caught = match decode_header(&damaged) {
+                Err(_) => true,
+                Ok(h) => h.payload_len() != 0 || verify_block(&damaged, &[]).is_err(),
+            };
+            assert!(caught, "a flip of bit {bit} of pointer byte {byte} went unnoticed");
+        }
+    }
+}
+
+#[test]
+fn pointers_that_cannot_be_valid_do_not_decode() {
+    let block = header(1, 5, 0, 1, &[]);
+    let tombstone_pointer = BlockHeader {
+        flags: block.flags | FLAG_REMOTE | FLAG_TOMBSTONE,
+        remote: Some(RemoteRef { segment: 1, offset: BLOCKS_START, crc: 0 }),
+        ..block
+    };
+    let mut out = Vec::new();
+    encode_block(&mut out, &tombstone_pointer, &[]);
+    assert!(matches!(decode_header(&out), Err(HeaderProblem::Invalid(_))));
+    let into_the_header = BlockHeader {
+        flags: block.flags | FLAG_REMOTE,
+        remote: Some(RemoteRef { segment: 1, offset: 64, crc: 0 }),
+        ..block
+    };
+    let mut out = Vec::new();
+    encode_block(&mut out, &into_the_header, &[]);
+    assert!(matches!(decode_header(&out), Err(HeaderProblem::Invalid(_))));
+    assert!(!RemoteRef::representable(1 << 33, 0));
+    assert!(!RemoteRef::representable(1, 100));
 }

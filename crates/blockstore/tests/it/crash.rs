@@ -1,6 +1,8 @@
 //! Crash sweep of the log store on the simulated backend: a workload of multi-block groups
 //! (puts and deletes over overlapping ids) with map checkpoints and segment cleaning in the
-//! middle runs once, recording every write, sync and namespace op. Then the store is
+//! middle runs once, recording every write, sync and namespace op. After each checkpoint,
+//! larger blocks go to reused free space with pointers in the log, so the sweep covers
+//! pointers whose blocks were torn or never written. Then the store is
 //! recovered from crash images taken before every recorded op, 16 or more per point: torn
 //! writes (8 B, 512 B, 4 KiB), random subsets, random prefixes.
 //!
@@ -30,7 +32,7 @@ struct Sweep {
 fn sweep_size() -> Sweep {
     match std::env::var("TIERKV_BLOCKS_SWEEP").as_deref() {
         Ok("full") => Sweep { groups: 160, ids: 64, images_per_point: 32 },
-        _ => Sweep { groups: 32, ids: 16, images_per_point: 16 },
+        _ => Sweep { groups: 64, ids: 16, images_per_point: 16 },
     }
 }
 
@@ -78,14 +80,14 @@ fn read_all(store: &LogStore, ids: u64) -> Content {
 }
 
 /// Runs the workload; returns, for each group, `op_count()` once it was acknowledged.
-fn run_workload(fs: &SimFs, dir: &Path, groups: &[Group]) -> (Vec<u64>, u64, u64) {
+fn run_workload(fs: &SimFs, dir: &Path, groups: &[Group]) -> (Vec<u64>, u64, u64, u64) {
     let store = LogStore::open(&Storage::Sim(fs.clone()), dir, options()).expect("open");
     let mut acked = Vec::new();
     let mut cleaned = 0;
     for (g, group) in groups.iter().enumerate() {
         store.apply_group(&group.writes()).expect("a group on the live file system");
         acked.push(fs.op_count());
-        if g % 7 == 4 {
+        if g % 4 == 3 {
             store.checkpoint().expect("checkpoint");
         }
         if g % 3 == 2 {
@@ -98,9 +100,9 @@ fn run_workload(fs: &SimFs, dir: &Path, groups: &[Group]) -> (Vec<u64>, u64, u64
             }
         }
     }
-    let checkpoints = store.stats().checkpoints;
+    let stats = store.stats();
     store.close().expect("close");
-    (acked, cleaned, checkpoints)
+    (acked, cleaned, stats.checkpoints, stats.reused_blocks)
 }
 
 #[test]
@@ -111,16 +113,18 @@ fn log_store_crash_sweep() {
     let states = prefix_states(&groups);
     let dir = Path::new("/blocks");
     let fs = SimFs::new();
-    let (acked, cleaned, checkpoints) = run_workload(&fs, dir, &groups);
+    let (acked, cleaned, checkpoints, reused) = run_workload(&fs, dir, &groups);
     assert!(
         cleaned >= 2,
         "the workload cleaned {cleaned} segments: the sweep would not cover cleaning"
     );
     assert!(checkpoints >= 2, "the workload wrote {checkpoints} map checkpoints");
+    assert!(reused >= 8, "only {reused} blocks went to reused space: pointers are not covered");
     let ops = fs.op_count();
     let mut replay = fs.crash_replay();
     let mut images = 0u64;
     let mut torn_tails = 0u64;
+    let mut torn_pointers = 0u64;
     let mut recovered_groups = 0usize;
     for point in 0..=ops {
         let must_have = acked.iter().filter(|&&at| at <= point).count();
@@ -143,6 +147,9 @@ fn log_store_crash_sweep() {
             recovered_groups += k;
             store.verify().unwrap_or_else(|e| panic!("verify: {e}: {context}"));
             torn_tails += u64::from(store.recovery_report().stop.is_some());
+            torn_pointers += u64::from(
+                store.recovery_report().stop.as_ref().is_some_and(|s| s.2.contains("pointer")),
+            );
             let store_stop = store.recovery_report().stop.clone();
             if image_index == 0 || store_stop.is_some() {
                 let extra = BlockId(sweep.ids + 1);
@@ -179,9 +186,10 @@ fn log_store_crash_sweep() {
         }
     }
     eprintln!(
-        "log store sweep: {} groups, {cleaned} segments cleaned, {checkpoints} checkpoints, {ops} crash points, {images} images, {} groups recovered on average, {torn_tails} images with a torn tail",
+        "log store sweep: {} groups, {cleaned} segments cleaned, {checkpoints} checkpoints, {reused} blocks to reused space, {ops} crash points, {images} images, {} groups recovered on average, {torn_tails} images with a torn tail ({torn_pointers} at a pointer whose block did not match)",
         groups.len(),
         recovered_groups / images.max(1) as usize
     );
     assert!(torn_tails > 0, "no image ever had a torn tail: the sweep tests nothing");
+    assert!(torn_pointers > 0, "no image had a torn pointed-at block: pointers are not covered");
 }

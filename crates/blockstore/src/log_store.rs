@@ -5,31 +5,52 @@
 //! writer lock the group gets the next `GroupId` and a contiguous range at the tail of the
 //! active segment; its blocks are encoded (the last one carries the last-in-group flag) and
 //! written with one pwrite. The writer lock is released, and the group waits for an
-//! fdatasync of the active segment: one round at a time, led by whichever waiter finds none
-//! running, covering every group written before it began (group commit). Only then are the
-//! group's blocks applied to the map, so a reader never sees a partial group.
+//! fdatasync of the files it wrote: one round at a time, led by whichever waiter finds none
+//! running, covering every group written before it began (group commit); the round syncs its
+//! files at once, on threads of their own. Only then are the group's blocks applied to the
+//! map, so a reader never sees a partial group.
+//!
+//! **Reusing space** (threaded logging): once the files hold more than a third of the way to
+//! `space_target` times the live bytes, a user group's larger puts go into free extents of
+//! older segments (the pool), filling the segment with the most free space in offset order;
+//! each such block is written in full there, and its place in the group, at the log's tail,
+//! holds a 64-byte pointer naming it and its checksum. The pool holds only space that the
+//! last durable map checkpoint no longer needs (see `Shared::promote`): freed before its
+//! snapshot, in a sealed segment before its stream's scan position, written by a group
+//! before the first one recovery replays. So recovery never reads reused space as log and
+//! never follows a pointer into it. Map checkpoints come often enough to keep the pool fed
+//! (once the space freed since the last reaches a fifth of the live bytes), and writes that
+//! find the pool empty append. This is what bounds the files on an overwrite workload
+//! without copying: cleaning is left for space that writes do not reuse.
 //!
 //! **Streams and rotation**: groups of the layer above go to the user stream; cleaning's
 //! copies go to a cold stream with segments of its own, so that blocks that survived a
 //! cleaning (likely cold) do not mix with fresh writes. Each stream has one active segment.
 //! A group that does not fit its stream's active segment goes to a new one (numbers are
 //! shared by both streams). Before the first write to it, the old segment is synced, under
-//! the writer lock: a segment is complete and durable before its stream's next one holds
-//! anything, so recovery can treat the first invalid block of any segment but a stream's
-//! last as damage, not as a torn tail. A group-commit round syncs every segment written since
-//! its last sync.
+//! the writer lock, with every segment its pointers point into: a segment is complete and
+//! durable before its stream's next one holds anything, so recovery can treat the first
+//! invalid block (or unresolvable pointer) of any segment but a stream's last as damage, not
+//! as a torn tail. A group-commit round syncs every segment written since its last sync.
+//! Segments are zero-filled when created, so a block write never changes a file's extent map
+//! (which would make each fdatasync write metadata too).
 //!
 //! **Map checkpoints** (`checkpoint`): the map is written to `{sequence}.map` (temp file,
 //! sync, rename, directory sync) with, for each stream, the position where recovery's scan
 //! must start: the stream's earliest group written but not yet applied to the map, or else
-//! its tail. No cleaning runs while a checkpoint is taken.
+//! its tail. No cleaning runs while a checkpoint is taken. Once it is durable, the space it
+//! no longer needs moves to the pool.
 //!
 //! **Recovery** (`open`): load the newest map checkpoint, then scan each stream's segments
 //! from its scan position, all in number order, applying complete groups. The version of
 //! each block (the group that wrote its content) decides between copies, so replay is
-//! idempotent and order-independent for content. The first invalid block or incomplete group
-//! in a stream's last segment is the torn tail: the file is cut there and refilled with
-//! zeros. Recovery's time is bounded by the log written after the checkpoint.
+//! idempotent and order-independent for content. A pointer is followed and its block checked
+//! (every header field and the checksum) before its group is applied; a block that is not
+//! there makes the group torn. The first invalid block or incomplete group in a stream's last
+//! segment is the torn tail: the file is cut there and refilled with zeros. Recovery's time
+//! is bounded by the log written after the checkpoint. If it replayed any group, opening
+//! syncs the segments and writes a map checkpoint, and then fills the pool with the free
+//! space of the segments before the scan positions.
 //!
 //! **Cleaning** (`clean_once`, in the background by default): while the segment files hold
 //! more than `space_target` times the live bytes, the sealed segment with the smallest share
@@ -38,12 +59,17 @@
 //! the cold stream in relocation groups (same version, `FLAG_RELOCATED`), each made durable
 //! and then applied only where the map still points at the old copy; then the file is
 //! deleted. The copies lie after every scan position, so recovery finds them, and they
-//! correct the checkpoint's entries that pointed into the deleted segment. A writer that
-//! finds the files 10% over the target cleans before it returns, so writes cannot outrun
-//! the cleaner.
+//! correct the checkpoint's entries that pointed into the deleted segment; a pointer into the
+//! deleted segment is skipped. A segment that holds pointers recovery still reads is never
+//! cleaned, and a victim's pool extents are dropped, and the groups already writing into it
+//! applied, before its live blocks are read. The space counted against the target leaves out
+//! what writes will reuse (the pool and the space freed since the last checkpoint), up to
+//! half of `space_target - 1` times the live bytes. A writer that finds the files 10% over the target
+//! cleans before it returns, so writes cannot outrun the cleaner.
 //!
 //! Invariants:
-//! 1. Group ids grow with position in each segment, and each group lies within one segment.
+//! 1. Group ids grow with position in each segment, and each group's log part (blocks and
+//!    pointers) lies within one segment.
 //! 2. The map points only at durable blocks of complete groups, and for each id at the copy
 //!    with the highest version (for equal versions, the latest copy).
 //! 3. Every segment but the two active ones is durable in full; an active one is durable up
@@ -53,9 +79,13 @@
 //!    lock; they hold the index lock only to look up a location.
 //! 5. After a failed write or sync the store is poisoned and acknowledges nothing more.
 //!
+//! 6. The pool and in-flight pointer targets never overlap a live block, a tombstone that
+//!    recovery needs, or space that recovery from the last durable checkpoint reads.
+//!
 //! Must never: apply a group to the map before its fdatasync returned; delete a segment that
-//! the map, or recovery from the last checkpoint, still needs (a live block, or a tombstone
-//! at or after the scan position that was not copied).
+//! the map, or recovery from the last checkpoint, still needs (a live block, a tombstone at
+//! or after the scan position that was not copied, or a pointer that recovery reads); reuse
+//! space before a durable checkpoint has stopped needing it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -1207,9 +1237,10 @@ impl Shared {
     /// True when the bytes written to segments (all of each sealed segment, the used part
     /// of the active ones) exceed `factor` times the live bytes. The active segments' unused
     /// parts are left out: cleaning cannot give them back. Free space that writes will reuse
-    /// (the pool, and what the next checkpoint adds to it) is left out too, up to
+    /// (the pool, and what the next checkpoint adds to it) is left out too, up to half of
     /// `space_target - 1` times the live bytes: reusing it costs no copies, and the cap keeps
-    /// the files within `2 * space_target - 1` times the live bytes when writes stop.
+    /// the files within `1.5 * space_target - 0.5` times the live bytes (1.45 at the default
+    /// target) before cleaning starts.
     fn exceeds(&self, index: &Index, tails: &[Option<(u64, u64)>], factor: f64) -> bool {
         let unused: u64 = tails
             .iter()
@@ -1219,7 +1250,7 @@ impl Shared {
             })
             .sum();
         let reusable = self.pool_bytes.load(Ordering::Relaxed) + index.pending_bytes;
-        let allowance = index.live_bytes as f64 * (self.options.space_target - 1.0).max(0.0);
+        let allowance = index.live_bytes as f64 * (self.options.space_target - 1.0).max(0.0) / 2.0;
         let used = index.file_bytes.saturating_sub(unused + reusable.min(allowance as u64));
         used as f64 > factor * index.live_bytes as f64
     }
@@ -2263,5 +2294,46 @@ impl<'a> ScanWindow<'a> {
         }
         let from = (offset - self.start) as usize;
         Ok(&self.bytes[from..from + len])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_merges_neighbours_and_fills_the_emptiest_segment_in_order() {
+        let mut pool = Pool::default();
+        // Segment 1: two separate 4 KiB holes. Segment 2: three adjacent ones, inserted out
+        // of order, which merge into one 12 KiB extent.
+        pool.insert(1, 4096, 4096);
+        pool.insert(1, 16384, 4096);
+        pool.insert(2, 12288, 4096);
+        pool.insert(2, 4096, 4096);
+        pool.insert(2, 8192, 4096);
+        assert_eq!(pool.extents.get(&(2, 4096)), Some(&12288));
+        assert_eq!(pool.extents.len(), 3);
+        assert_eq!(pool.free.get(&2), Some(&12288));
+        // The first takes go to segment 2 (the most free bytes), in offset order.
+        assert_eq!(pool.take(4096), Some((2, 4096)));
+        assert_eq!(pool.take(4096), Some((2, 8192)));
+        assert_eq!(pool.take(4096), Some((2, 12288)));
+        assert_eq!(pool.free.get(&2), None);
+        // Then segment 1; a block larger than any extent gets none.
+        assert_eq!(pool.take(8192), None);
+        assert_eq!(pool.take(4096), Some((1, 4096)));
+        assert_eq!(pool.remove_segment(1), 4096);
+        assert_eq!(pool.take(64), None);
+        assert!(pool.extents.is_empty() && pool.free.is_empty());
+    }
+
+    #[test]
+    fn a_take_splits_an_extent_and_leaves_the_rest() {
+        let mut pool = Pool::default();
+        pool.insert(5, 4096, 10_000 / 64 * 64);
+        let total = 10_000 / 64 * 64;
+        assert_eq!(pool.take(640), Some((5, 4096)));
+        assert_eq!(pool.extents.get(&(5, 4096 + 640)), Some(&(total - 640)));
+        assert_eq!(pool.free.get(&5), Some(&(total - 640)));
     }
 }

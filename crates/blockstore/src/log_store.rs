@@ -64,8 +64,8 @@
 //! cleaned, and a victim's pool extents are dropped, and the groups already writing into it
 //! applied, before its live blocks are read. The space counted against the target leaves out
 //! what writes will reuse (the pool and the space freed since the last checkpoint), up to
-//! half of `space_target - 1` times the live bytes. A writer that finds the files 10% over the target
-//! cleans before it returns, so writes cannot outrun the cleaner.
+//! half of `space_target - 1` times the live bytes. A writer that finds the files 10% over
+//! the target cleans before it returns, so writes cannot outrun the cleaner.
 //!
 //! Invariants:
 //! 1. Group ids grow with position in each segment, and each group's log part (blocks and

@@ -171,6 +171,10 @@ struct WalArgs {
     /// Segment size of the logs.
     #[arg(long, default_value = "64m", value_parser = device::parse_bytes)]
     segment_size: u64,
+    /// Trials of each 1-appender file point, each between two measurements of the fdatasync
+    /// limit; the trial with the median ratio to its limit is reported.
+    #[arg(long, default_value_t = 3)]
+    limit_trials: usize,
     /// Do not run the peers (RocksDB's db_bench, SQLite).
     #[arg(long)]
     no_peers: bool,
@@ -384,6 +388,7 @@ fn bench_wal(args: WalArgs) -> Result<ExitCode, String> {
     config.duration = Duration::from_secs_f64(args.duration);
     config.durability = args.durability;
     config.segment_bytes = args.segment_size;
+    config.limit_trials = args.limit_trials;
     config.peers = !args.no_peers;
     config.progress = !args.quiet;
     let command = std::env::args().collect::<Vec<_>>().join(" ");

@@ -61,6 +61,8 @@ pub struct WalBenchConfig {
     pub durability: Durability,
     /// Segment size of the logs.
     pub segment_bytes: u64,
+    /// Trials of each 1-appender file point (each bracketed by two limit measurements).
+    pub limit_trials: usize,
     /// Also run the peers found on this machine (RocksDB's db_bench, SQLite).
     pub peers: bool,
     /// Show a progress bar on stderr.
@@ -78,6 +80,7 @@ impl WalBenchConfig {
             duration: Duration::from_secs(5),
             durability: Durability::Sync,
             segment_bytes: WalOptions::default().segment_bytes,
+            limit_trials: 3,
             peers: true,
             progress: true,
         }
@@ -148,6 +151,10 @@ pub struct WalPoint {
     /// point, so the ratio to it is not skewed by a shared disk's drift over the run.
     #[serde(default)]
     pub fdatasync_limit_around: Option<SyncLimitAround>,
+    /// file backend, 1 thread: commits/s ÷ the limit measured around it, for every trial in
+    /// the order they ran. The point reported is the trial with the median ratio.
+    #[serde(default)]
+    pub limit_trial_ratios: Vec<f64>,
 }
 
 /// One measured point of a peer engine.
@@ -207,6 +214,9 @@ pub fn run(config: &WalBenchConfig, command: &str) -> Result<WalReport, BenchErr
     if config.threads.contains(&0) {
         return Err(BenchError::Config("a thread count of 0 cannot append".into()));
     }
+    if config.limit_trials == 0 {
+        return Err(BenchError::Config("--limit-trials must be at least 1".into()));
+    }
     if config.duration.is_zero() {
         return Err(BenchError::Config("the duration per point must be positive".into()));
     }
@@ -229,18 +239,27 @@ pub fn run(config: &WalBenchConfig, command: &str) -> Result<WalReport, BenchErr
                 // The criterion compares one appender with the fdatasync limit: measure the
                 // limit right around that point (before, point, after), since a shared disk
                 // drifts over a run of several minutes.
+                // A shared disk is noisy from one point to the next too, so that point runs
+                // `limit_trials` times, each bracketed, and the median trial is reported.
                 let bracket = backend == Backend::File && threads == 1;
-                let before = if bracket {
-                    Some(measure_sync_limit(&storage, &config.path, config.duration)?)
-                } else {
-                    None
-                };
-                let mut point = run_point(&storage, config, backend, threads, record_bytes)?;
-                if let Some(before) = before {
+                if !bracket {
+                    points.push(run_point(&storage, config, backend, threads, record_bytes)?);
+                    progress.inc(1);
+                    continue;
+                }
+                let mut trials = Vec::with_capacity(config.limit_trials);
+                for _ in 0..config.limit_trials {
+                    let before = measure_sync_limit(&storage, &config.path, config.duration)?;
+                    let mut point = run_point(&storage, config, backend, threads, record_bytes)?;
                     let after = measure_sync_limit(&storage, &config.path, config.duration)?;
                     let per_s = (before.per_s + after.per_s) / 2.0;
                     point.fdatasync_limit_around = Some(SyncLimitAround { before, after, per_s });
+                    trials.push((point.commits_per_s / per_s, point));
                 }
+                let ratios: Vec<f64> = trials.iter().map(|(ratio, _)| *ratio).collect();
+                trials.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let (_, mut point) = trials.swap_remove(trials.len() / 2);
+                point.limit_trial_ratios = ratios;
                 points.push(point);
                 progress.inc(1);
             }
@@ -393,6 +412,7 @@ fn run_point(
         elapsed_s,
         cpu_s,
         fdatasync_limit_around: None,
+        limit_trial_ratios: Vec::new(),
     })
 }
 

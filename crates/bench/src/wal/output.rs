@@ -153,12 +153,26 @@ fn print_ratios(report: &WalReport, out: &mut dyn Write) -> std::io::Result<()> 
                 Some(around) => writeln!(
                     out,
                     "  file, 1 thread, {}: {:.2} of the fdatasync limit measured around it \
-                     ({:.0} and {:.0}/s before and after; {:.2} of the limit at the start)",
+                     ({:.0} and {:.0}/s before and after; {:.2} of the limit at the start){}",
                     size(record),
                     file1.commits_per_s / around.per_s,
                     around.before.per_s,
                     around.after.per_s,
-                    file1.commits_per_s / report.fdatasync_limit.per_s
+                    file1.commits_per_s / report.fdatasync_limit.per_s,
+                    if file1.limit_trial_ratios.len() > 1 {
+                        format!(
+                            "; the median of {} trials: {}",
+                            file1.limit_trial_ratios.len(),
+                            file1
+                                .limit_trial_ratios
+                                .iter()
+                                .map(|r| format!("{r:.2}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    } else {
+                        String::new()
+                    }
                 )?,
                 None => writeln!(
                     out,

@@ -583,6 +583,7 @@ mod tests {
             elapsed_s: 1.0,
             cpu_s: 0.5,
             fdatasync_limit_around: None,
+            limit_trial_ratios: Vec::new(),
         }
     }
 

@@ -12,6 +12,7 @@ fn tiny(path: &std::path::Path) -> WalBenchConfig {
     config.record_sizes = vec![64, 1024];
     config.duration = Duration::from_millis(100);
     config.segment_bytes = 1 << 20;
+    config.limit_trials = 2;
     config.peers = false;
     config.progress = false;
     config
@@ -30,6 +31,16 @@ fn check(report: &WalReport, dir: &std::path::Path) {
         match point.backend.as_str() {
             "file" => {
                 assert!(point.pmem_mode.is_none());
+                // The 1-appender points ran twice, each between two limit measurements; the
+                // one reported is one of the two.
+                if point.threads == 1 {
+                    let around = point.fdatasync_limit_around.as_ref().expect("bracketed");
+                    assert_eq!(point.limit_trial_ratios.len(), 2, "{point:?}");
+                    let ratio = point.commits_per_s / around.per_s;
+                    assert!(point.limit_trial_ratios.contains(&ratio), "{point:?}");
+                } else {
+                    assert!(point.fdatasync_limit_around.is_none(), "{point:?}");
+                }
                 assert!(point.records_per_sync >= 1.0, "every file commit is synced: {point:?}");
             }
             "pmem" => assert!(point.pmem_mode.is_some()),

@@ -18,5 +18,6 @@
 
 pub mod blocks;
 pub mod device;
+mod summary;
 mod svg;
 pub mod wal;

@@ -42,8 +42,9 @@ use tierkv_io::machine::{device_write_bytes, process_cpu_seconds, process_write_
 use tierkv_io::Storage;
 
 use super::zipf::{PageChooser, Scramble, Zipfian};
-use super::{finite, remove_tree, BlocksBenchConfig, Distribution, RunLength};
+use super::{finite, one, remove_tree, BlocksBenchConfig, Distribution, RunLength};
 use crate::device::BenchError;
+use crate::summary::median_of_present;
 
 /// The note the report carries about how the ratios are formed.
 pub const PAGE_UPDATE_NOTE: &str = "page update: both modes replay the same update stream (one \
@@ -484,21 +485,6 @@ fn ratio(a: f64, b: f64) -> Option<f64> {
     }
 }
 
-/// The median of the values that exist (the mean of the middle two for an even count).
-fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
-    let mut values: Vec<f64> = values.into_iter().flatten().filter(|v| v.is_finite()).collect();
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let middle = values.len() / 2;
-    Some(if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        (values[middle - 1] + values[middle]) / 2.0
-    })
-}
-
 /// The ratios of the trials of one page size: `pairs` holds (atomic, doublewrite) per trial.
 fn compare(pairs: &[(&PageUpdatePoint, &PageUpdatePoint)]) -> PageUpdateRatio {
     let both = |a: Option<f64>, d: Option<f64>| match (a, d) {
@@ -516,20 +502,24 @@ fn compare(pairs: &[(&PageUpdatePoint, &PageUpdatePoint)]) -> PageUpdateRatio {
         trials: pairs.len(),
         trial_pages_per_s_ratios: pages_per_s.clone(),
         trial_device_bytes_ratios: device_bytes.clone(),
-        atomic_pages_per_s_median: median(pairs.iter().map(|(a, _)| Some(a.pages_per_s)))
-            .unwrap_or(0.0),
-        doublewrite_pages_per_s_median: median(pairs.iter().map(|(_, d)| Some(d.pages_per_s)))
-            .unwrap_or(0.0),
-        device_bytes_ratio: median(device_bytes),
-        proc_write_bytes_ratio: median(
+        atomic_pages_per_s_median: median_of_present(
+            pairs.iter().map(|(a, _)| Some(a.pages_per_s)),
+        )
+        .unwrap_or(0.0),
+        doublewrite_pages_per_s_median: median_of_present(
+            pairs.iter().map(|(_, d)| Some(d.pages_per_s)),
+        )
+        .unwrap_or(0.0),
+        device_bytes_ratio: median_of_present(device_bytes),
+        proc_write_bytes_ratio: median_of_present(
             pairs
                 .iter()
                 .map(|(a, d)| both(a.proc_write_bytes_per_page, d.proc_write_bytes_per_page)),
         ),
-        block_device_write_bytes_ratio: median(pairs.iter().map(|(a, d)| {
+        block_device_write_bytes_ratio: median_of_present(pairs.iter().map(|(a, d)| {
             both(a.block_device_write_bytes_per_page, d.block_device_write_bytes_per_page)
         })),
-        pages_per_s_ratio: median(pages_per_s),
+        pages_per_s_ratio: median_of_present(pages_per_s),
         same_groups: pairs.iter().all(|(a, d)| a.updates == d.updates),
     }
 }
@@ -580,11 +570,6 @@ pub fn run(
         points.extend(trials.into_iter().flatten());
     }
     Ok((points, ratios))
-}
-
-/// Serde's default of fields added after reports were written.
-fn one() -> usize {
-    1
 }
 
 /// `count` distinct pages below `pages_total` (`count <= pages_total`).

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use super::micro::{MicroTable, Timing};
 use super::{BlocksReport, Buffering};
 use crate::device::BenchError;
+use crate::summary::median_of_present;
 use crate::svg::{escape, plottable, size_name, text, write_svg};
 
 const WIDTH_PX: f64 = 1080.0;
@@ -157,19 +158,9 @@ fn page_charts(report: &BlocksReport) -> (BarChart, BarChart) {
     sizes.dedup();
     let median_of =
         |size: usize, mode: &str, f: &dyn Fn(&super::pages::PageUpdatePoint) -> Option<f64>| {
-            let mut values: Vec<f64> = report
-                .page_update
-                .iter()
-                .filter(|p| p.page_bytes == size && p.mode == mode)
-                .filter_map(f)
-                .filter(|v| v.is_finite())
-                .collect();
-            values.sort_by(f64::total_cmp);
-            match values.len() {
-                0 => None,
-                n if n % 2 == 1 => Some(values[n / 2]),
-                n => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-            }
+            median_of_present(
+                report.page_update.iter().filter(|p| p.page_bytes == size && p.mode == mode).map(f),
+            )
         };
     let mut bytes_groups = Vec::new();
     let mut rate_groups = Vec::new();

@@ -50,6 +50,7 @@ use indicatif::ProgressBar;
 use tierkv_io::{AccessMethod, AlignedBuf, OpenOptions, Storage};
 
 use super::{BenchError, DeviceConfig, FioComparison, IoOp, Pattern, PointSpec, Target};
+use crate::summary::median;
 
 /// The fio executable, looked up on the PATH.
 const FIO: &str = "fio";
@@ -266,18 +267,6 @@ fn run_fio(args: &[String], op: IoOp) -> Result<f64, BenchError> {
 fn file_size(path: &Path) -> Result<u64, BenchError> {
     let file = Storage::Os.open(path, &OpenOptions::new(AccessMethod::Syscall).read_only(true))?;
     Ok(file.len())
-}
-
-/// The median of a non-empty list (the mean of the middle two for an even count).
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    match sorted.len() {
-        0 => f64::NAN,
-        len if len % 2 == 1 => sorted[middle],
-        _ => (sorted[middle - 1] + sorted[middle]) / 2.0,
-    }
 }
 
 /// Runs `spec` with tierkv and fio alternately and compares medians.
@@ -558,14 +547,6 @@ mod tests {
         assert!(parse_bytes_per_s("", IoOp::Read).is_err());
         assert!(parse_bytes_per_s("fio: oops {", IoOp::Read).is_err());
         assert!(parse_bytes_per_s(r#"{"jobs": []}"#, IoOp::Read).is_err());
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(&[7.0]), 7.0);
-        assert!(median(&[]).is_nan());
     }
 
     #[test]

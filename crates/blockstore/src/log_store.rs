@@ -10,18 +10,22 @@
 //! files at once, on threads of their own. Only then are the group's blocks applied to the
 //! map, so a reader never sees a partial group.
 //!
-//! **Reusing space** (threaded logging): once the files hold more than a third of the way to
-//! `space_target` times the live bytes, a user group's larger puts go into free extents of
-//! older segments (the pool), filling the segment with the most free space in offset order;
-//! each such block is written in full there, and its place in the group, at the log's tail,
-//! holds a 64-byte pointer naming it and its checksum. The pool holds only space that the
-//! last durable map checkpoint no longer needs (see `Shared::promote`): freed before its
-//! snapshot, in a sealed segment before its stream's scan position, written by a group
-//! before the first one recovery replays. So recovery never reads reused space as log and
-//! never follows a pointer into it. Map checkpoints come often enough to keep the pool fed
-//! (once the space freed since the last reaches a fifth of the live bytes), and writes that
-//! find the pool empty append. This is what bounds the files on an overwrite workload
-//! without copying: cleaning is left for space that writes do not reuse.
+//! **Reusing space** (threaded logging): once the files (less the active segments' unused
+//! tails) hold `space_target` times the live bytes, a user group's larger puts go into free
+//! extents of older segments (the pool), filling the segment with the most free space in
+//! offset order; each such block is written in full there, and its place in the group, at
+//! the log's tail, holds a 64-byte pointer naming it and its checksum. Space goes to the
+//! pool only once the last durable map checkpoint lets recovery skip it: in a sealed
+//! segment before its stream's scan position, written by a group before the first one
+//! recovery replays. So recovery never reads reused space as log and never follows a
+//! pointer into it. Space freed in older parts of the log qualifies at once (see
+//! `Index::free`); space freed where recovery still reads waits for a checkpoint (see
+//! `Shared::promote`), and map checkpoints come often enough to keep the pool fed (once
+//! that space reaches a fifth of the live bytes). Writes that find the pool empty append.
+//! This is what bounds the files on an overwrite workload without copying: cleaning is left
+//! for space that writes do not reuse. A reader whose block moved on between its lookup and
+//! its read, and whose space was reused meanwhile, finds a block that does not match and
+//! looks the block up again.
 //!
 //! **Streams and rotation**: groups of the layer above go to the user stream; cleaning's
 //! copies go to a cold stream with segments of its own, so that blocks that survived a
@@ -280,16 +284,23 @@ struct Index {
     segments: BTreeMap<u64, SegmentInfo>,
     live_bytes: u64,
     file_bytes: u64,
-    /// Space freed and not yet reusable, and its bytes.
+    /// Space freed that waits for a checkpoint to become reusable, and its bytes.
     pending: Vec<Freed>,
     pending_bytes: u64,
-    /// Bytes freed since the last checkpoint's snapshot.
+    /// Space freed that the last durable checkpoint already allows to reuse, on its way to
+    /// the pool (the next group that looks for reused space moves it there), and its bytes.
+    ready: Mutex<Vec<Freed>>,
+    ready_bytes: AtomicU64,
+    /// Bytes freed since the last checkpoint's snapshot that wait for a checkpoint.
     freed_since_checkpoint: u64,
     /// Tags frees. A checkpoint's snapshot, taken under the read lock (so while no free
     /// runs), bumps it: the frees it saw have a lower tag than any that follow.
     free_epoch: AtomicU64,
     /// The scan positions of the last durable checkpoint (`(0, 0)`: none).
     durable_scan: [(u64, u64); STREAMS],
+    /// The first user group that recovery from the last durable checkpoint replays (0:
+    /// none known, so nothing is reusable before a checkpoint).
+    durable_unapplied: u64,
 }
 
 impl Index {
@@ -318,12 +329,31 @@ impl Index {
         self.free(old.segment, old.offset, old.footprint(), old.version.0);
     }
 
-    /// Records space that nothing in the map needs any more.
+    /// Records space that nothing in the map needs any more. It is reusable at once when
+    /// the last durable checkpoint already lets recovery skip it: its segment lies before
+    /// its stream's scan position (so recovery does not scan it as log), and the group that
+    /// wrote it before the first user group recovery replays (so no pointer that recovery
+    /// follows leads to it). The map in that checkpoint, or in one taken before this free
+    /// is applied, may still point at it; recovery then replays the group that freed it
+    /// (it was not applied at the snapshot, so it lies after the scan position), which
+    /// moves the entry on before anything reads it. Otherwise it waits for a checkpoint
+    /// (see `Shared::promote`).
     fn free(&mut self, segment: u64, offset: u64, bytes: u64, group: u64) {
         let epoch = self.free_epoch.load(Ordering::Relaxed);
-        self.pending.push(Freed { segment, offset, bytes, epoch, group });
-        self.pending_bytes += bytes;
-        self.freed_since_checkpoint += bytes;
+        let freed = Freed { segment, offset, bytes, epoch, group };
+        let skipped_by_recovery = group < self.durable_unapplied
+            && self
+                .segments
+                .get(&segment)
+                .is_some_and(|info| segment < self.durable_scan[info.stream as usize].0);
+        if skipped_by_recovery {
+            self.ready.get_mut().unwrap_or_else(PoisonError::into_inner).push(freed);
+            *self.ready_bytes.get_mut() += bytes;
+        } else {
+            self.pending.push(freed);
+            self.pending_bytes += bytes;
+            self.freed_since_checkpoint += bytes;
+        }
     }
 
     /// True when `segment` holds a pointer that recovery from the last checkpoint reads.
@@ -381,6 +411,8 @@ struct Writer {
     /// Segments written through pointers since the user stream last rotated: a rotation
     /// syncs them with the old segment, so a sealed segment's pointers all resolve.
     remote_dirty: Vec<Arc<SegmentFile>>,
+    /// The segment being cleaned: none of its space goes to the pool.
+    cleaning: Option<u64>,
 }
 
 /// Group commit.
@@ -621,27 +653,27 @@ impl BlockStore for LogStore {
     fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {
         let shared = &*self.shared;
         shared.check_not_closed()?;
-        let found = {
-            let index = shared.read_index();
-            match index.map.get(&id) {
-                None => None,
-                Some(location) => {
-                    let Some(info) = index.segments.get(&location.segment) else {
-                        return Err(BlockError::Corruption {
-                            file: shared.dir.join(format::segment_file_name(location.segment)),
-                            offset: location.offset,
-                            block: Some(id),
-                            detail: "the map points into a segment that does not exist".into(),
-                        });
-                    };
-                    Some((*location, Arc::clone(&info.file)))
+        let mut found = shared.locate(id)?;
+        let raw = loop {
+            let Some((location, file)) = &found else {
+                return Ok(None);
+            };
+            match read_located(file, id, location) {
+                Ok(raw) => break raw,
+                Err(error @ BlockError::Corruption { .. }) => {
+                    // The block may have moved on, and its space been reused, between the
+                    // lookup and the read: then the map has changed, and the read goes again.
+                    // A location the map still holds is damage.
+                    let again = shared.locate(id)?;
+                    if again.as_ref().map(|(l, _)| l) == Some(location) {
+                        return Err(error);
+                    }
+                    found = again;
                 }
+                Err(error) => return Err(error),
             }
         };
-        let Some((location, file)) = found else {
-            return Ok(None);
-        };
-        let raw = read_located(&file, id, &location)?;
+        let location = found.expect("read above").0;
         Counters::add(&shared.counters.reads, 1);
         Counters::add(
             &shared.counters.read_bytes,
@@ -680,7 +712,17 @@ impl BlockStore for LogStore {
         };
         let mut report = VerifyReport::default();
         for (id, location, file) in entries {
-            read_located(&file, id, &location)?;
+            match read_located(&file, id, &location) {
+                Ok(_) => {}
+                // Moved on since the entries were listed (its space may be reused): the
+                // new copy is checked by the next verify.
+                Err(BlockError::Corruption { .. })
+                    if self.shared.locate(id)?.map(|(l, _)| l) != Some(location) =>
+                {
+                    continue;
+                }
+                Err(error) => return Err(error),
+            }
             report.blocks += 1;
             report.bytes += location.footprint();
         }
@@ -783,6 +825,23 @@ fn validate_group(changes: &[BlockWrite<'_>]) -> Result<(), BlockError> {
 }
 
 impl Shared {
+    /// Where the map has `id` now, with its segment file.
+    fn locate(&self, id: BlockId) -> Result<Option<(Location, Arc<SegmentFile>)>, BlockError> {
+        let index = self.read_index();
+        let Some(location) = index.map.get(&id) else {
+            return Ok(None);
+        };
+        let Some(info) = index.segments.get(&location.segment) else {
+            return Err(BlockError::Corruption {
+                file: self.dir.join(format::segment_file_name(location.segment)),
+                offset: location.offset,
+                block: Some(id),
+                detail: "the map points into a segment that does not exist".into(),
+            });
+        };
+        Ok(Some((*location, Arc::clone(&info.file))))
+    }
+
     fn read_index(&self) -> std::sync::RwLockReadGuard<'_, Index> {
         self.index.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -950,6 +1009,7 @@ impl Shared {
         Counters::add(&self.counters.device_bytes_written, footprint + remote_bytes);
         Counters::add(&self.counters.reused_blocks, remote_blocks);
         Counters::add(&self.counters.reused_bytes, remote_bytes);
+        Counters::add(&self.counters.reused_runs, runs.len() as u64);
         let end = start + footprint;
         if let Some(s) = writer.streams[stream as usize].as_mut() {
             s.tail = end;
@@ -987,15 +1047,19 @@ impl Shared {
         stream: Stream,
     ) -> Vec<Option<(Arc<SegmentFile>, u64)>> {
         let mut remote: Vec<Option<(Arc<SegmentFile>, u64)>> = vec![None; blocks.len()];
-        if stream != Stream::User || writer.pool.extents.is_empty() {
+        if stream != Stream::User {
             return remote;
         }
         let index = self.read_index();
+        self.take_ready(writer, &index);
+        if writer.pool.extents.is_empty() {
+            return remote;
+        }
         // Appending is sequential and cheaper than filling holes: while the files are under
-        // a third of the way to the space target, the log grows (and segments that die
-        // whole are deleted for free); above it, writes fill the pool instead of growing
-        // the files. The rest is room for the space freed between two checkpoints, which
-        // the pool gets only at the next one.
+        // the space target, the log grows (and segments that die whole are deleted for
+        // free); at the target, writes fill the pool instead of growing the files. The more
+        // free space the pool holds, the longer its free runs, and the fewer writes a group
+        // of reused blocks takes.
         let unused: u64 = writer
             .streams
             .iter()
@@ -1003,8 +1067,7 @@ impl Shared {
             .map(|tail| tail.capacity.saturating_sub(tail.tail))
             .sum();
         let used = index.file_bytes.saturating_sub(unused);
-        let append_below = 1.0 + (self.options.space_target - 1.0).max(0.0) / 3.0;
-        if (used as f64) < append_below * index.live_bytes as f64 {
+        if (used as f64) < self.options.space_target * index.live_bytes as f64 {
             return remote;
         }
         let mut taken = 0u64;
@@ -1025,6 +1088,27 @@ impl Shared {
         }
         self.pool_bytes.fetch_sub(taken, Ordering::Relaxed);
         remote
+    }
+
+    /// Moves the space freed since the last call that is reusable already into the pool,
+    /// but for the segment being cleaned (it is about to be deleted) and deleted ones.
+    fn take_ready(&self, writer: &mut Writer, index: &Index) {
+        if index.ready_bytes.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let ready = std::mem::take(&mut *lock(&index.ready));
+        let (mut added, mut taken) = (0u64, 0u64);
+        for freed in ready {
+            taken += freed.bytes;
+            if index.segments.contains_key(&freed.segment) && writer.cleaning != Some(freed.segment)
+            {
+                writer.pool.insert(freed.segment, freed.offset, freed.bytes);
+                added += freed.bytes;
+            }
+        }
+        index.ready_bytes.fetch_sub(taken, Ordering::Relaxed);
+        self.pool_bytes.fetch_add(added, Ordering::Relaxed);
+        Counters::add(&self.counters.reusable_at_once_bytes, added);
     }
 
     /// Gives the reused space chosen for a group that was not written back to the pool.
@@ -1249,7 +1333,9 @@ impl Shared {
                 index.segments.get(&segment).map_or(0, |info| info.capacity.saturating_sub(tail))
             })
             .sum();
-        let reusable = self.pool_bytes.load(Ordering::Relaxed) + index.pending_bytes;
+        let reusable = self.pool_bytes.load(Ordering::Relaxed)
+            + index.pending_bytes
+            + index.ready_bytes.load(Ordering::Relaxed);
         let allowance = index.live_bytes as f64 * (self.options.space_target - 1.0).max(0.0) / 2.0;
         let used = index.file_bytes.saturating_sub(unused + reusable.min(allowance as u64));
         used as f64 > factor * index.live_bytes as f64
@@ -1327,6 +1413,7 @@ impl Shared {
             let mut index = self.write_index();
             let index = &mut *index;
             index.durable_scan = header.scan;
+            index.durable_unapplied = unapplied;
             index.freed_since_checkpoint -= freed_before.min(index.freed_since_checkpoint);
             // Tombstones before their stream's scan position are in the checkpoint now.
             let segments = &index.segments;
@@ -1364,12 +1451,15 @@ impl Shared {
     /// At open, after recovery: the free space of the segments that recovery no longer
     /// scans (sealed, before their stream's scan position) goes to the pool: every byte
     /// there that no live block or needed tombstone takes. Only complete groups before the
-    /// scan position wrote there, and none of their pointers is read again.
+    /// scan position wrote there, and none of their pointers is read again. For the same
+    /// reason, space that any group written so far frees is reusable at once.
     fn rebuild_pool(&self) {
         let mut writer = lock(&self.writer);
         let actives: Vec<u64> =
             writer.streams.iter().flatten().map(|tail| tail.active.number).collect();
-        let index = self.read_index();
+        let mut index = self.write_index();
+        index.durable_unapplied = writer.next_group;
+        let index = &*index;
         let eligible = |segment: u64| {
             index.segments.get(&segment).is_some_and(|info| {
                 !actives.contains(&segment) && segment < index.durable_scan[info.stream as usize].0
@@ -1439,8 +1529,9 @@ impl Shared {
         let Some(victim) = self.pick_victim()? else {
             return Ok(false);
         };
-        self.clean_segment(victim)?;
-        Ok(true)
+        let cleaned = self.clean_segment(victim);
+        lock(&self.writer).cleaning = None;
+        cleaned.map(|()| true)
     }
 
     /// The segment to clean next: when over the space target, the sealed segment with the
@@ -1508,6 +1599,7 @@ impl Shared {
         // so the map below shows every block in it.
         let written = {
             let mut writer = lock(&self.writer);
+            writer.cleaning = Some(victim);
             let freed = writer.pool.remove_segment(victim);
             self.pool_bytes.fetch_sub(freed, Ordering::Relaxed);
             writer.next_group - 1
@@ -2019,6 +2111,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         remote_buffer: Vec::new(),
         pool: Pool::default(),
         remote_dirty: Vec::new(),
+        cleaning: None,
     };
     Ok(Recovered { index, writer, checkpoint, report })
 }

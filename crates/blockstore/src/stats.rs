@@ -42,6 +42,11 @@ pub struct StoreStats {
     pub reused_blocks: u64,
     /// log store: bytes written by them (pointers not counted).
     pub reused_bytes: u64,
+    /// log store: the writes those blocks took (adjacent blocks of a group go in one).
+    pub reused_runs: u64,
+    /// log store: bytes freed that went to the pool without waiting for a map checkpoint
+    /// (recovery from the last one already skips them).
+    pub reusable_at_once_bytes: u64,
     /// doublewrite store: bytes written to the doublewrite file.
     pub doublewrite_bytes: u64,
     /// doublewrite store: bytes written in place.
@@ -112,6 +117,8 @@ pub(crate) struct Counters {
     pub checkpoint_bytes: AtomicU64,
     pub reused_blocks: AtomicU64,
     pub reused_bytes: AtomicU64,
+    pub reused_runs: AtomicU64,
+    pub reusable_at_once_bytes: AtomicU64,
     pub doublewrite_bytes: AtomicU64,
     pub in_place_bytes: AtomicU64,
 }
@@ -141,6 +148,8 @@ impl Counters {
             checkpoint_bytes: get(&self.checkpoint_bytes),
             reused_blocks: get(&self.reused_blocks),
             reused_bytes: get(&self.reused_bytes),
+            reused_runs: get(&self.reused_runs),
+            reusable_at_once_bytes: get(&self.reusable_at_once_bytes),
             doublewrite_bytes: get(&self.doublewrite_bytes),
             in_place_bytes: get(&self.in_place_bytes),
         }

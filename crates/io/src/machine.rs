@@ -87,23 +87,33 @@ fn parse_write_bytes(text: &str) -> Option<u64> {
         .and_then(|rest| rest.trim().parse::<u64>().ok())
 }
 
-/// Bytes written since boot by the block device that holds `path`: the sectors written of
-/// `/sys/dev/block/MAJOR:MINOR/stat`, times 512. What reached the device from every
-/// process, the file system's journal included. `None` on a file system without a block
-/// device (tmpfs) or where sysfs cannot be read.
-pub fn device_write_bytes(path: &std::path::Path) -> Option<u64> {
+/// Writes since boot by the block device that holds `path`, from
+/// `/sys/dev/block/MAJOR:MINOR/stat`: what reached the device from every process, the file
+/// system's journal included. `None` on a file system without a block device (tmpfs) or
+/// where sysfs cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceWrites {
+    /// Write requests completed (after the block layer merged adjacent ones).
+    pub requests: u64,
+    /// Sectors written, times 512.
+    pub bytes: u64,
+}
+
+/// See [`DeviceWrites`].
+pub fn device_writes(path: &std::path::Path) -> Option<DeviceWrites> {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::metadata(path).ok()?.dev();
     // The Linux encoding of a dev_t (as glibc's major() and minor() read it).
     let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff);
     let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0xff);
     let text = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
-    parse_sectors_written(&text).map(|sectors| sectors * 512)
+    parse_device_writes(&text)
 }
 
-/// The sectors-written field (the 7th) of a block device's `stat` text.
-fn parse_sectors_written(text: &str) -> Option<u64> {
-    text.split_whitespace().nth(6)?.parse().ok()
+/// The writes-completed (5th) and sectors-written (7th) fields of a block device's `stat`.
+fn parse_device_writes(text: &str) -> Option<DeviceWrites> {
+    let field = |n: usize| text.split_whitespace().nth(n)?.parse::<u64>().ok();
+    Some(DeviceWrites { requests: field(4)?, bytes: field(6)? * 512 })
 }
 
 /// How a file was evicted from the page cache.
@@ -234,12 +244,15 @@ mod tests {
     }
 
     #[test]
-    fn the_sectors_written_field_is_read_from_a_block_stat_line() {
+    fn write_requests_and_sectors_are_read_from_a_block_stat_line() {
         let line = "12484076 49841 1892457798 5146455 65186473 867338 6132347278 21204668 0";
-        assert_eq!(parse_sectors_written(line), Some(6_132_347_278));
-        assert_eq!(parse_sectors_written("1 2 3"), None);
-        // /dev/shm has no block device; the answer is None, not a panic.
-        assert_eq!(device_write_bytes(std::path::Path::new("/no/such/path")), None);
+        assert_eq!(
+            parse_device_writes(line),
+            Some(DeviceWrites { requests: 65_186_473, bytes: 6_132_347_278 * 512 })
+        );
+        assert_eq!(parse_device_writes("1 2 3 4 5 6"), None);
+        // A missing path (or tmpfs, with no block device) gives None, not a panic.
+        assert_eq!(device_writes(std::path::Path::new("/no/such/path")), None);
     }
 
     #[test]

@@ -243,7 +243,7 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
     )?;
     writeln!(
         out,
-        "{:>6} {:<15} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>9} {:>6} {:>9} {:>9}",
+        "{:>6} {:<15} {:>9} {:>9} {:>9} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>9} {:>7} {:>6} {:>8} {:>6} {:>9} {:>9}",
         "page",
         "mode",
         "updates",
@@ -260,6 +260,9 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
         "syncs",
         "/proc MiB",
         "blkdev MiB",
+        "req/page",
+        "reuse",
+        "runs/blk",
         "space",
         "recov ms",
         "scan MiB"
@@ -269,7 +272,9 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
     }
     writeln!(out, "  (reloc, mapckpt, dblwr, inplace: MiB of cleaning copies, map checkpoints, doublewrite file, in-place slots;")?;
     writeln!(out, "   cpu/s: CPU seconds of the process (every thread) per second of the run;")?;
-    writeln!(out, "   blkdev MiB: what the block device under the path wrote meanwhile, journal and other processes included;")?;
+    writeln!(out, "   blkdev MiB, req/page: what the block device under the path wrote meanwhile (bytes, and write requests per page),")?;
+    writeln!(out, "     journal and other processes included;")?;
+    writeln!(out, "   reuse, runs/blk: share of pages written into reused space of older segments, and writes per such page;")?;
     writeln!(out, "   recov ms, scan MiB: reopening the store after the run, and the log it scanned after its map checkpoint)")?;
     writeln!(out, "ratios, atomic group ÷ doublewrite:")?;
     for ratio_row in &report.page_update_ratios {
@@ -300,7 +305,7 @@ fn print_page_updates(report: &BlocksReport, out: &mut dyn Write) -> std::io::Re
 fn print_point(point: &PageUpdatePoint, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:>6} {:<15} {:>9} {:>9.0} {:>9} {:>9.0} {:>6.2} {:>9.1} {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>9} {:>9} {:>6.2} {:>9.1} {:>9.1}",
+        "{:>6} {:<15} {:>9} {:>9.0} {:>9} {:>9.0} {:>6.2} {:>9.1} {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>7} {:>9} {:>9} {:>7} {:>6.2} {:>8} {:>6.2} {:>9.1} {:>9.1}",
         size(point.page_bytes),
         format!("{} #{}", point.mode, point.trial + 1),
         point.updates,
@@ -319,6 +324,13 @@ fn print_point(point: &PageUpdatePoint, out: &mut dyn Write) -> std::io::Result<
         point
             .block_device_write_bytes
             .map_or_else(|| "n/a".to_string(), |b| format!("{:.1}", mib(b))),
+        point.block_device_write_requests_per_page.map_or_else(|| "n/a".into(), |r| format!("{r:.2}")),
+        point.reused_blocks as f64 / point.pages_flushed.max(1) as f64,
+        if point.reused_blocks > 0 {
+            format!("{:.2}", point.reused_runs as f64 / point.reused_blocks as f64)
+        } else {
+            "-".into()
+        },
         point.space_amplification,
         point.recovery_ms,
         mib(point.recovery_bytes_scanned)

@@ -38,7 +38,7 @@ use tierkv_blockstore::{
     BlockId, BlockStore, DoublewriteOptions, DoublewriteStore, LogStore, RecoveryReport,
     StoreOptions, StoreStats,
 };
-use tierkv_io::machine::{device_write_bytes, process_cpu_seconds, process_write_bytes};
+use tierkv_io::machine::{device_writes, process_cpu_seconds, process_write_bytes};
 use tierkv_io::Storage;
 
 use super::zipf::{PageChooser, Scramble, Zipfian};
@@ -141,6 +141,19 @@ pub struct PageUpdatePoint {
     pub block_device_write_bytes: Option<u64>,
     /// `block_device_write_bytes / pages_flushed`.
     pub block_device_write_bytes_per_page: Option<f64>,
+    /// Write requests the block device completed over the measured phase (after the block
+    /// layer merged adjacent writes), from the same sysfs file.
+    #[serde(default)]
+    pub block_device_write_requests: Option<u64>,
+    /// `block_device_write_requests / pages_flushed`.
+    #[serde(default)]
+    pub block_device_write_requests_per_page: Option<f64>,
+    /// Log store: blocks written into reused space of older segments.
+    #[serde(default)]
+    pub reused_blocks: u64,
+    /// Log store: the writes they took (adjacent blocks of a group are one write).
+    #[serde(default)]
+    pub reused_runs: u64,
     /// Live bytes at the end.
     pub live_bytes: u64,
     /// File bytes at the end.
@@ -401,7 +414,7 @@ fn run_mode(
 
     let before = store.stats();
     let proc_before = process_write_bytes();
-    let device_before = device_write_bytes(&dir);
+    let device_before = device_writes(&dir);
     let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let deadline = match config.run_length {
@@ -428,7 +441,7 @@ fn run_mode(
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu_s = process_cpu_seconds() - cpu_before;
     let proc_after = process_write_bytes();
-    let device_after = device_write_bytes(&dir);
+    let device_after = device_writes(&dir);
     let after = store.stats();
     store.close()?;
     drop(store);
@@ -438,7 +451,10 @@ fn run_mode(
     let delta = |f: fn(&StoreStats) -> u64| f(&after).saturating_sub(f(&before));
     let device_bytes_written = delta(|s| s.device_bytes_written);
     let proc_write_bytes = proc_delta(proc_before, proc_after);
-    let block_device_write_bytes = proc_delta(device_before, device_after);
+    let block_device_write_bytes =
+        proc_delta(device_before.map(|d| d.bytes), device_after.map(|d| d.bytes));
+    let block_device_write_requests =
+        proc_delta(device_before.map(|d| d.requests), device_after.map(|d| d.requests));
     let per_page = |bytes: u64| bytes as f64 / pages_flushed.max(1) as f64;
     Ok(PageUpdatePoint {
         page_bytes,
@@ -467,6 +483,10 @@ fn run_mode(
         proc_write_bytes_per_page: proc_write_bytes.map(per_page),
         block_device_write_bytes,
         block_device_write_bytes_per_page: block_device_write_bytes.map(per_page),
+        block_device_write_requests,
+        block_device_write_requests_per_page: block_device_write_requests.map(per_page),
+        reused_blocks: delta(|s| s.reused_blocks),
+        reused_runs: delta(|s| s.reused_runs),
         live_bytes: after.live_bytes,
         file_bytes: after.file_bytes,
         space_amplification: after.space_amplification(),

@@ -1,10 +1,12 @@
-//! Crash sweep of the log store on the simulated backend: a workload of multi-block groups
+//! Crash sweeps of the log store on the simulated backend: a workload of multi-block groups
 //! (puts and deletes over overlapping ids) with map checkpoints and segment cleaning in the
-//! middle runs once, recording every write, sync and namespace op. After each checkpoint,
-//! larger blocks go to reused free space with pointers in the log, so the sweep covers
-//! pointers whose blocks were torn or never written. Then the store is
-//! recovered from crash images taken before every recorded op, 16 or more per point: torn
-//! writes (8 B, 512 B, 4 KiB), random subsets, random prefixes.
+//! middle runs once, recording every write, sync and namespace op. Larger blocks go to reused
+//! free space with pointers in the log, so the sweeps cover pointers whose blocks were torn
+//! or never written. Two workloads: one cleans often (a tight space target, cleaning every
+//! third group); the other loads several segments of data first and cleans rarely, so that
+//! space freed in older segments is reused, much of it before the next map checkpoint. Then
+//! the store is recovered from crash images taken before every recorded op, 16 or more per
+//! point: torn writes (8 B, 512 B, 4 KiB), random subsets, random prefixes.
 //!
 //! The oracle: the recovered content equals the content after some prefix of the groups, at
 //! least as long as the groups acknowledged before the crash point (every group is all or
@@ -17,7 +19,7 @@
 
 use std::path::Path;
 
-use tierkv_blockstore::{BlockId, BlockStore, LogStore, StoreOptions};
+use tierkv_blockstore::{BlockId, BlockStore, LogStore, StoreOptions, StoreStats};
 use tierkv_io::sim::{seed_from_env, SimFs};
 use tierkv_io::Storage;
 
@@ -26,48 +28,97 @@ use crate::{content, prefix_states, Content, Group, MODELS};
 struct Sweep {
     groups: usize,
     ids: u64,
+    /// Bytes of a put, at least and below.
+    sizes: std::ops::Range<usize>,
     images_per_point: usize,
+    /// Groups of this many ids put every id first (0: none).
+    load_group: u64,
+    options: StoreOptions,
+    checkpoint_every: usize,
+    clean_every: usize,
 }
 
-fn sweep_size() -> Sweep {
-    match std::env::var("TIERKV_BLOCKS_SWEEP").as_deref() {
-        Ok("full") => Sweep { groups: 160, ids: 64, images_per_point: 32 },
-        _ => Sweep { groups: 64, ids: 16, images_per_point: 16 },
+fn full() -> bool {
+    std::env::var("TIERKV_BLOCKS_SWEEP").as_deref() == Ok("full")
+}
+
+/// Small segments so the workload rotates, a tight space target and cleaning every third
+/// group so it cleans often.
+fn cleaning_sweep() -> Sweep {
+    let (groups, ids, images_per_point) = if full() { (160, 64, 32) } else { (64, 16, 16) };
+    Sweep {
+        groups,
+        ids,
+        sizes: 100..6000,
+        images_per_point,
+        load_group: 0,
+        options: StoreOptions {
+            segment_bytes: 64 << 10,
+            space_target: 1.1,
+            background_cleaning: false,
+            ..StoreOptions::default()
+        },
+        checkpoint_every: 4,
+        clean_every: 3,
     }
 }
 
-fn options() -> StoreOptions {
-    // Small segments so the workload rotates, and a tight space target so it cleans.
-    StoreOptions {
-        segment_bytes: 64 << 10,
-        space_target: 1.1,
-        background_cleaning: false,
-        ..StoreOptions::default()
+/// Live data of several segments and cleaning only every tenth group, so that space freed
+/// in older segments is reused before cleaning deletes them, much of it before the next map
+/// checkpoint (recovery from the last one already skips it).
+fn reuse_sweep() -> Sweep {
+    let (groups, images_per_point) = if full() { (120, 32) } else { (48, 16) };
+    Sweep {
+        groups,
+        ids: 96,
+        sizes: 1000..3000,
+        images_per_point,
+        load_group: 16,
+        options: StoreOptions {
+            segment_bytes: 64 << 10,
+            space_target: 1.3,
+            background_cleaning: false,
+            ..StoreOptions::default()
+        },
+        checkpoint_every: 5,
+        clean_every: 10,
     }
 }
 
 fn make_workload(sweep: &Sweep, seed: u64) -> Vec<Group> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    (0..sweep.groups)
-        .map(|g| {
-            let size = rng.usize(2..=6);
-            let mut ids: Vec<u64> = (0..sweep.ids).collect();
-            rng.shuffle(&mut ids);
-            let changes = ids[..size]
-                .iter()
-                .map(|&id| {
-                    let id = BlockId(id);
-                    // Every fifth change (after the first groups) deletes.
-                    if g > 2 && rng.usize(..5) == 0 {
-                        (id, None)
-                    } else {
-                        (id, Some(content(id, g as u64, rng.usize(100..6000))))
-                    }
+    let loads = (0..sweep.ids)
+        .step_by(sweep.load_group.max(1) as usize)
+        .take_while(|_| sweep.load_group > 0);
+    let mut workload: Vec<Group> = loads
+        .map(|first| Group {
+            changes: (first..(first + sweep.load_group).min(sweep.ids))
+                .map(|id| {
+                    (BlockId(id), Some(content(BlockId(id), 0, rng.usize(sweep.sizes.clone()))))
                 })
-                .collect();
-            Group { changes }
+                .collect(),
         })
-        .collect()
+        .collect();
+    let loaded = workload.len();
+    workload.extend((loaded..loaded + sweep.groups).map(|g| {
+        let size = rng.usize(2..=6);
+        let mut ids: Vec<u64> = (0..sweep.ids).collect();
+        rng.shuffle(&mut ids);
+        let changes = ids[..size]
+            .iter()
+            .map(|&id| {
+                let id = BlockId(id);
+                // Every fifth change (after the first groups) deletes.
+                if g > 2 && rng.usize(..5) == 0 {
+                    (id, None)
+                } else {
+                    (id, Some(content(id, g as u64, rng.usize(sweep.sizes.clone()))))
+                }
+            })
+            .collect();
+        Group { changes }
+    }));
+    workload
 }
 
 fn read_all(store: &LogStore, ids: u64) -> Content {
@@ -79,18 +130,25 @@ fn read_all(store: &LogStore, ids: u64) -> Content {
         .collect()
 }
 
-/// Runs the workload; returns, for each group, `op_count()` once it was acknowledged.
-fn run_workload(fs: &SimFs, dir: &Path, groups: &[Group]) -> (Vec<u64>, u64, u64, u64) {
-    let store = LogStore::open(&Storage::Sim(fs.clone()), dir, options()).expect("open");
+/// Runs the workload; returns, for each group, `op_count()` once it was acknowledged, the
+/// segments cleaned, and the store's figures at the end.
+fn run_workload(
+    fs: &SimFs,
+    dir: &Path,
+    sweep: &Sweep,
+    groups: &[Group],
+) -> (Vec<u64>, u64, StoreStats) {
+    let store =
+        LogStore::open(&Storage::Sim(fs.clone()), dir, sweep.options.clone()).expect("open");
     let mut acked = Vec::new();
     let mut cleaned = 0;
     for (g, group) in groups.iter().enumerate() {
         store.apply_group(&group.writes()).expect("a group on the live file system");
         acked.push(fs.op_count());
-        if g % 4 == 3 {
+        if g % sweep.checkpoint_every == sweep.checkpoint_every - 1 {
             store.checkpoint().expect("checkpoint");
         }
-        if g % 3 == 2 {
+        if g % sweep.clean_every == sweep.clean_every - 1 {
             // Cleaning writes a checkpoint of its own when its victim needs one.
             let mut passes = 0;
             while store.clean_once().expect("clean") {
@@ -102,24 +160,63 @@ fn run_workload(fs: &SimFs, dir: &Path, groups: &[Group]) -> (Vec<u64>, u64, u64
     }
     let stats = store.stats();
     store.close().expect("close");
-    (acked, cleaned, stats.checkpoints, stats.reused_blocks)
+    (acked, cleaned, stats)
 }
 
 #[test]
 fn log_store_crash_sweep() {
     let seed = seed_from_env(0x5eed_b10c);
-    let sweep = sweep_size();
-    let groups = make_workload(&sweep, seed);
+    let sweep = cleaning_sweep();
+    let report = run_sweep("log store sweep", &sweep, seed);
+    assert!(
+        report.cleaned >= 2,
+        "the workload cleaned {} segments: the sweep would not cover cleaning",
+        report.cleaned
+    );
+    assert!(report.stats.checkpoints >= 2, "the workload wrote too few map checkpoints");
+    assert!(
+        report.stats.reused_blocks >= 8,
+        "only {} blocks went to reused space: pointers are not covered",
+        report.stats.reused_blocks
+    );
+    assert!(
+        report.torn_pointers > 0,
+        "no image had a torn pointed-at block: pointers are not covered"
+    );
+}
+
+#[test]
+fn log_store_reuse_crash_sweep() {
+    let seed = seed_from_env(0x5eed_2e05);
+    let sweep = reuse_sweep();
+    let report = run_sweep("log store reuse sweep", &sweep, seed);
+    let stats = &report.stats;
+    assert!(stats.reused_blocks >= 24, "only {} blocks went to reused space", stats.reused_blocks);
+    assert!(
+        stats.reusable_at_once_bytes >= 16 << 10,
+        "only {} bytes were reusable before a checkpoint: that path is not covered",
+        stats.reusable_at_once_bytes
+    );
+    assert!(
+        report.torn_pointers > 0,
+        "no image had a torn pointed-at block: pointers are not covered"
+    );
+}
+
+struct SweepReport {
+    cleaned: u64,
+    stats: StoreStats,
+    torn_pointers: u64,
+}
+
+/// Runs the workload once, then recovers from the images of every crash point and checks
+/// them against the oracle (see the module header).
+fn run_sweep(name: &str, sweep: &Sweep, seed: u64) -> SweepReport {
+    let groups = make_workload(sweep, seed);
     let states = prefix_states(&groups);
     let dir = Path::new("/blocks");
     let fs = SimFs::new();
-    let (acked, cleaned, checkpoints, reused) = run_workload(&fs, dir, &groups);
-    assert!(
-        cleaned >= 2,
-        "the workload cleaned {cleaned} segments: the sweep would not cover cleaning"
-    );
-    assert!(checkpoints >= 2, "the workload wrote {checkpoints} map checkpoints");
-    assert!(reused >= 8, "only {reused} blocks went to reused space: pointers are not covered");
+    let (acked, cleaned, stats) = run_workload(&fs, dir, sweep, &groups);
     let ops = fs.op_count();
     let mut replay = fs.crash_replay();
     let mut images = 0u64;
@@ -136,7 +233,7 @@ fn log_store_crash_sweep() {
                 "crash before op {point} of {ops}, model {model}, image seed {image_seed}, {must_have} groups acknowledged (TIERKV_SEED={seed})"
             );
             let storage = Storage::Sim(image);
-            let store = LogStore::open(&storage, dir, options())
+            let store = LogStore::open(&storage, dir, sweep.options.clone())
                 .unwrap_or_else(|e| panic!("recovery failed: {e}: {context}"));
             let found = read_all(&store, sweep.ids);
             let Some(k) = (must_have..states.len()).find(|&k| states[k] == found) else {
@@ -157,7 +254,7 @@ fn log_store_crash_sweep() {
                     .write_group(&[(extra, b"after the crash"), (BlockId(0), b"zero again")])
                     .unwrap_or_else(|e| panic!("write after recovery: {e}: {context}"));
                 store.close().expect("close");
-                let again = LogStore::open(&storage, dir, options())
+                let again = LogStore::open(&storage, dir, sweep.options.clone())
                     .unwrap_or_else(|e| panic!("second recovery: {e}: {context}"));
                 assert_eq!(
                     again.read(extra).expect("read").as_deref(),
@@ -186,10 +283,13 @@ fn log_store_crash_sweep() {
         }
     }
     eprintln!(
-        "log store sweep: {} groups, {cleaned} segments cleaned, {checkpoints} checkpoints, {reused} blocks to reused space, {ops} crash points, {images} images, {} groups recovered on average, {torn_tails} images with a torn tail ({torn_pointers} at a pointer whose block did not match)",
+        "{name}: {} groups, {cleaned} segments cleaned, {} checkpoints, {} blocks to reused space ({} bytes reusable before a checkpoint), {ops} crash points, {images} images, {} groups recovered on average, {torn_tails} images with a torn tail ({torn_pointers} at a pointer whose block did not match)",
         groups.len(),
+        stats.checkpoints,
+        stats.reused_blocks,
+        stats.reusable_at_once_bytes,
         recovered_groups / images.max(1) as usize
     );
     assert!(torn_tails > 0, "no image ever had a torn tail: the sweep tests nothing");
-    assert!(torn_pointers > 0, "no image had a torn pointed-at block: pointers are not covered");
+    SweepReport { cleaned, stats, torn_pointers }
 }

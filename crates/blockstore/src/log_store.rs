@@ -654,26 +654,24 @@ impl BlockStore for LogStore {
         let shared = &*self.shared;
         shared.check_not_closed()?;
         let mut found = shared.locate(id)?;
-        let raw = loop {
-            let Some((location, file)) = &found else {
+        let (raw, location) = loop {
+            let Some((location, file)) = found else {
                 return Ok(None);
             };
-            match read_located(file, id, location) {
-                Ok(raw) => break raw,
+            match read_located(&file, id, &location) {
+                Ok(raw) => break (raw, location),
                 Err(error @ BlockError::Corruption { .. }) => {
                     // The block may have moved on, and its space been reused, between the
                     // lookup and the read: then the map has changed, and the read goes again.
                     // A location the map still holds is damage.
-                    let again = shared.locate(id)?;
-                    if again.as_ref().map(|(l, _)| l) == Some(location) {
+                    found = shared.locate(id)?;
+                    if found.as_ref().map(|(l, _)| l) == Some(&location) {
                         return Err(error);
                     }
-                    found = again;
                 }
                 Err(error) => return Err(error),
             }
         };
-        let location = found.expect("read above").0;
         Counters::add(&shared.counters.reads, 1);
         Counters::add(
             &shared.counters.read_bytes,
@@ -699,12 +697,7 @@ impl BlockStore for LogStore {
             let mut entries = Vec::with_capacity(index.map.len());
             for (&id, location) in &index.map {
                 let Some(info) = index.segments.get(&location.segment) else {
-                    return Err(BlockError::Corruption {
-                        file: self.shared.dir.join(format::segment_file_name(location.segment)),
-                        offset: location.offset,
-                        block: Some(id),
-                        detail: "the map points into a segment that does not exist".into(),
-                    });
+                    return Err(missing_segment(&self.shared.dir, id, location));
                 };
                 entries.push((id, *location, Arc::clone(&info.file)));
             }
@@ -770,6 +763,16 @@ impl std::fmt::Debug for LogStore {
 }
 
 /// Reads the block at `location` and returns its decompressed content.
+/// The error for a map entry whose segment does not exist.
+fn missing_segment(dir: &Path, id: BlockId, location: &Location) -> BlockError {
+    BlockError::Corruption {
+        file: dir.join(format::segment_file_name(location.segment)),
+        offset: location.offset,
+        block: Some(id),
+        detail: "the map points into a segment that does not exist".into(),
+    }
+}
+
 fn read_located(
     file: &SegmentFile,
     id: BlockId,
@@ -832,12 +835,7 @@ impl Shared {
             return Ok(None);
         };
         let Some(info) = index.segments.get(&location.segment) else {
-            return Err(BlockError::Corruption {
-                file: self.dir.join(format::segment_file_name(location.segment)),
-                offset: location.offset,
-                block: Some(id),
-                detail: "the map points into a segment that does not exist".into(),
-            });
+            return Err(missing_segment(&self.dir, id, location));
         };
         Ok(Some((*location, Arc::clone(&info.file))))
     }
@@ -2046,12 +2044,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
     let entries: Vec<(BlockId, Location)> = index.map.iter().map(|(&id, &l)| (id, l)).collect();
     for (id, location) in &entries {
         let Some(info) = index.segments.get_mut(&location.segment) else {
-            return Err(BlockError::Corruption {
-                file: dir.join(format::segment_file_name(location.segment)),
-                offset: location.offset,
-                block: Some(*id),
-                detail: "the map points into a segment that does not exist".into(),
-            });
+            return Err(missing_segment(dir, *id, location));
         };
         if location.offset + location.footprint() > info.capacity {
             return Err(BlockError::Corruption {

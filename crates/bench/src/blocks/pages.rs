@@ -371,8 +371,8 @@ fn chooser(config: &BlocksBenchConfig, pages_total: u64) -> Result<PageChooser, 
     })
 }
 
-/// The difference of two `write_bytes` readings, when both exist.
-fn proc_delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+/// The difference of two readings of a counter (write bytes, write requests), when both exist.
+fn counter_delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
     Some(after?.saturating_sub(before?))
 }
 
@@ -450,11 +450,11 @@ fn run_mode(
 
     let delta = |f: fn(&StoreStats) -> u64| f(&after).saturating_sub(f(&before));
     let device_bytes_written = delta(|s| s.device_bytes_written);
-    let proc_write_bytes = proc_delta(proc_before, proc_after);
+    let proc_write_bytes = counter_delta(proc_before, proc_after);
     let block_device_write_bytes =
-        proc_delta(device_before.map(|d| d.bytes), device_after.map(|d| d.bytes));
+        counter_delta(device_before.map(|d| d.bytes), device_after.map(|d| d.bytes));
     let block_device_write_requests =
-        proc_delta(device_before.map(|d| d.requests), device_after.map(|d| d.requests));
+        counter_delta(device_before.map(|d| d.requests), device_after.map(|d| d.requests));
     let per_page = |bytes: u64| bytes as f64 / pages_flushed.max(1) as f64;
     Ok(PageUpdatePoint {
         page_bytes,
@@ -737,7 +737,7 @@ mod tests {
         assert_eq!(ratio(1.0, 0.0), None);
         assert_eq!(ratio(0.0, 1.0), None);
         assert_eq!(ratio(1.0, 2.0), Some(0.5));
-        assert_eq!(proc_delta(Some(5), Some(9)), Some(4));
-        assert_eq!(proc_delta(None, Some(9)), None);
+        assert_eq!(counter_delta(Some(5), Some(9)), Some(4));
+        assert_eq!(counter_delta(None, Some(9)), None);
     }
 }

@@ -87,18 +87,18 @@ fn reuse_sweep() -> Sweep {
 
 fn make_workload(sweep: &Sweep, seed: u64) -> Vec<Group> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let loads = (0..sweep.ids)
-        .step_by(sweep.load_group.max(1) as usize)
-        .take_while(|_| sweep.load_group > 0);
-    let mut workload: Vec<Group> = loads
-        .map(|first| Group {
-            changes: (first..(first + sweep.load_group).min(sweep.ids))
+    let mut workload: Vec<Group> = Vec::new();
+    if sweep.load_group > 0 {
+        for first in (0..sweep.ids).step_by(sweep.load_group as usize) {
+            let ids = first..(first + sweep.load_group).min(sweep.ids);
+            let changes = ids
                 .map(|id| {
                     (BlockId(id), Some(content(BlockId(id), 0, rng.usize(sweep.sizes.clone()))))
                 })
-                .collect(),
-        })
-        .collect();
+                .collect();
+            workload.push(Group { changes });
+        }
+    }
     let loaded = workload.len();
     workload.extend((loaded..loaded + sweep.groups).map(|g| {
         let size = rng.usize(2..=6);

@@ -14,9 +14,13 @@
 //! **Writing a group** (`apply_group`): payloads are validated and compressed with no lock
 //! held. Under the writer mutex (one group at a time) the group gets the next `GroupId`; the
 //! batch is written to `doublewrite.dat` and synced; `pages.dat` is extended if a slot lies
-//! past its end; each block is written into its slot (one pwrite per block) and the index is
+//! past its end; each block is written into its slot (one write per block) and the index is
 //! updated, with the slot lock held in write mode; then `pages.dat` is synced. Two syncs and
-//! every byte twice per group: that cost is what the baseline exists to show.
+//! every byte twice per group: that cost is what the baseline exists to show. Its writes are
+//! made as well as the log store's, so that only the design differs: only headers are
+//! encoded, each block written from the caller's buffer (`parts`), a large batch written in
+//! pieces as it is encoded, and a large group's ranges handed to the write-back thread
+//! (`writeback`) as they are written.
 //!
 //! **Reading** (`read`): the index (built at open, kept by the writer) says whether a slot is
 //! live and how many stored bytes it holds, so an empty or deleted slot costs no I/O. A reader
@@ -71,8 +75,10 @@ use crate::format::{
     DOUBLEWRITE_HEADER_BYTES, FLAG_LAST_IN_GROUP, FLAG_TOMBSTONE, MAX_GROUP_BLOCKS,
 };
 use crate::options::DoublewriteOptions;
+use crate::parts::{write_parts, Part};
 use crate::read;
 use crate::stats::{Counters, RecoveryReport, StoreStats, VerifyReport};
+use crate::writeback::{self, Hints, Writeback};
 use crate::{BlockError, BlockId, BlockStore, BlockWrite, GroupId, StoreKind};
 
 /// The slot file.
@@ -197,9 +203,9 @@ pub struct DoublewriteStore {
     pages_path: PathBuf,
     options: DoublewriteOptions,
     /// Write handle of `pages.dat` (syscall); only the writer and recovery resize it.
-    pages: File,
+    pages: Arc<File>,
     /// Write handle of `doublewrite.dat` (syscall).
-    doublewrite: File,
+    doublewrite: Arc<File>,
     /// Read handle of `pages.dat` with `read_method`, replaced when the file outgrew it.
     reader: RwLock<Arc<File>>,
     /// The index of live slots, and the lock that keeps readers out of slots being rewritten.
@@ -212,6 +218,9 @@ pub struct DoublewriteStore {
     live_bytes: AtomicU64,
     /// What recovery found at open.
     report: RecoveryReport,
+    /// Starts the write-back of a large group's batch pieces and slots while the rest is
+    /// being written, as the log store does.
+    writeback: Writeback,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -331,8 +340,8 @@ impl DoublewriteStore {
             dir,
             pages_path,
             options,
-            pages,
-            doublewrite,
+            pages: Arc::new(pages),
+            doublewrite: Arc::new(doublewrite),
             reader: RwLock::new(Arc::new(reader)),
             slots: RwLock::new(index),
             writer: Mutex::new(WriterState {
@@ -343,6 +352,7 @@ impl DoublewriteStore {
             counters: Counters::default(),
             live_bytes: AtomicU64::new(live_bytes),
             report,
+            writeback: Writeback::start("tierkv-doublewrite"),
         };
         Ok(store)
     }
@@ -423,11 +433,19 @@ impl DoublewriteStore {
             .map_err(|_| BlockError::InvalidGroup("too many changes".into()))?;
         let body_bytes: u64 =
             prepared.iter().map(|change| format::block_footprint(change.stored_len())).sum();
-        let mut batch =
+        let batch_header =
             format::encode_doublewrite_header(&DoublewriteHeader { group, count, body_bytes });
-        batch.reserve_exact(body_bytes as usize);
-        // Per block: its byte range in `batch`, and what its slot will hold.
-        let mut placed = Vec::with_capacity(prepared.len());
+        // The blocks' headers; payloads are written from where they are (`parts`).
+        let mut headers = Vec::with_capacity(prepared.len() * BLOCK_HEADER_BYTES);
+        // In a large group, the batch goes to doublewrite.dat in pieces as it is encoded and
+        // the slots are handed to the write-back thread as they are written (see
+        // `writeback`), as in the log store.
+        let mut hints = self.writeback.hints();
+        // The batch written so far: bytes, and blocks.
+        let (mut batch_bytes, mut batch_written, mut parts_written) = (0u64, 0u64, 0usize);
+        // Per block: its encoded parts, and what its slot will hold.
+        let mut parts: Vec<Part<'_>> = Vec::with_capacity(prepared.len());
+        let mut entries = Vec::with_capacity(prepared.len());
         for (index, change) in (0u32..).zip(prepared) {
             let mut flags = if index + 1 == count { FLAG_LAST_IN_GROUP } else { 0 };
             let (codec, stored, raw_len): (Codec, &[u8], u32) = match &change.stored {
@@ -449,29 +467,52 @@ impl DoublewriteStore {
                 count,
                 remote: None,
             };
-            let start = batch.len();
-            format::encode_block(&mut batch, &header, stored);
+            let part = Part::encode(&mut headers, &header, stored);
             // Checked right before it is written, as recovery will check it after.
-            assert!((batch.len() - start) as u64 <= slot_bytes, "a block outgrew its slot");
-            debug_assert_eq!(format::decode_header(&batch[start..]), Ok(header));
-            let entry = (change.stored.is_some())
-                .then_some(SlotEntry { group, stored_len: header.stored_len });
-            placed.push((change.id, start..batch.len(), entry));
+            assert!(part.footprint() <= slot_bytes, "a block outgrew its slot");
+            debug_assert_eq!(format::decode_header(&headers[part.header..]), Ok(header));
+            batch_bytes += part.footprint();
+            parts.push(part);
+            entries.push(
+                (change.stored.is_some())
+                    .then_some(SlotEntry { group, stored_len: header.stored_len }),
+            );
+            if batch_bytes - batch_written >= writeback::CHUNK_BYTES as u64 {
+                // CRASH: as for the write below.
+                self.write_batch_piece(
+                    &batch_header,
+                    &headers,
+                    &parts[parts_written..],
+                    batch_written,
+                    &mut hints,
+                )?;
+                (batch_written, parts_written) = (batch_bytes, parts.len());
+            }
         }
-        assert_eq!(batch.len() as u64, DOUBLEWRITE_HEADER_BYTES as u64 + body_bytes);
+        assert_eq!(batch_bytes, body_bytes);
 
         // CRASH: until the sync below returns, doublewrite.dat may hold this batch in part,
         // in full, or not at all (the previous, complete batch, whose slots are durable).
         // Recovery redoes only a complete batch: this group entirely, or the previous one
         // again (idempotent, invariant 3). pages.dat has not been touched.
-        self.doublewrite.write_at(&batch, 0)?;
-        self.count_write(batch.len() as u64, &self.counters.doublewrite_bytes);
+        if parts_written < parts.len() || batch_written == 0 {
+            self.write_batch_piece(
+                &batch_header,
+                &headers,
+                &parts[parts_written..],
+                batch_written,
+                &mut hints,
+            )?;
+        }
+        self.count_write(batch_header.len() as u64 + body_bytes, &self.counters.doublewrite_bytes);
+        drop(hints);
         self.doublewrite.sync_data()?;
         Counters::add(&self.counters.syncs, 1);
         // CRASH: from here the group is durable: recovery finds its complete batch and
         // writes it in place, whatever state the slots are in.
 
-        let end = placed.iter().map(|(id, _, _)| id.0 * slot_bytes + slot_bytes).max().unwrap_or(0);
+        let end =
+            prepared.iter().map(|change| change.id.0 * slot_bytes + slot_bytes).max().unwrap_or(0);
         let pages_len = self.pages.len();
         if end > pages_len {
             // CRASH: the extension is zeros (empty slots); if the new size is lost, redo
@@ -480,29 +521,51 @@ impl DoublewriteStore {
         }
 
         let mut slots = write_lock(&self.slots);
+        let mut hints = self.writeback.hints();
         let mut written = Ok(());
-        for (id, range, _) in &placed {
+        for (change, part) in prepared.iter().zip(&parts) {
             // CRASH: a slot may be torn from here until the sync below; recovery repairs it
             // from the batch (invariant 1).
-            written = self.pages.write_at(&batch[range.clone()], id.0 * slot_bytes);
+            let at = change.id.0 * slot_bytes;
+            written =
+                write_parts(&self.pages, &[], &headers, std::slice::from_ref(part), at, &mut hints);
             if written.is_err() {
                 break;
             }
-            self.count_write(range.len() as u64, &self.counters.in_place_bytes);
+            self.count_write(part.footprint(), &self.counters.in_place_bytes);
         }
         // The index names the group even if an in-place write failed: the group is durable in
         // doublewrite.dat and a reopen puts it in place. Until then a slot left old or torn
         // fails its group or checksum check and reads as Corruption, never as other content.
-        for (id, _, entry) in &placed {
-            slots.set(*id, *entry);
+        for (change, entry) in prepared.iter().zip(&entries) {
+            slots.set(change.id, *entry);
         }
         self.live_bytes.store(slots.live_bytes, Ordering::Release);
         drop(slots);
+        drop(hints);
         written?;
 
         self.pages.sync_data()?;
         Counters::add(&self.counters.syncs, 1);
         // CRASH: the group's slots are durable; the next group may overwrite the batch.
+        Ok(())
+    }
+
+    /// Writes the batch's blocks `parts` at `offset` of the batch (after its header, which
+    /// goes first when `offset` is 0) to doublewrite.dat.
+    fn write_batch_piece(
+        &self,
+        batch_header: &[u8],
+        headers: &[u8],
+        parts: &[Part<'_>],
+        offset: u64,
+        hints: &mut Hints<'_>,
+    ) -> Result<(), BlockError> {
+        let (prefix, at) = match offset {
+            0 => (batch_header, 0),
+            _ => (&[][..], batch_header.len() as u64 + offset),
+        };
+        write_parts(&self.doublewrite, prefix, headers, parts, at, hints)?;
         Ok(())
     }
 

@@ -246,6 +246,20 @@ pub fn block_footprint(stored_len: usize) -> u64 {
 
 /// Appends one encoded block (header, payload, zero padding to `BLOCK_ALIGN`) to `out`.
 pub fn encode_block(out: &mut Vec<u8>, header: &BlockHeader, stored: &[u8]) {
+    encode_header(out, header, stored);
+    out.extend_from_slice(stored);
+    out.resize(out.len() + padding(stored.len()), 0);
+}
+
+/// Zero bytes after a payload of `stored_len` bytes, up to the block's footprint.
+pub fn padding(stored_len: usize) -> usize {
+    block_footprint(stored_len) as usize - BLOCK_HEADER_BYTES - stored_len
+}
+
+/// Appends the `BLOCK_HEADER_BYTES` of a block's header to `out`, its checksum covering the
+/// header and `stored`. The payload and `padding` zero bytes follow it in the file: a writer
+/// can write them from where they are (`File::write_vectored_at`) without copying.
+pub fn encode_header(out: &mut Vec<u8>, header: &BlockHeader, stored: &[u8]) {
     assert_eq!(header.payload_len(), stored.len(), "stored_len must match the payload");
     assert!(header.stored_len as usize <= MAX_BLOCK_BYTES);
     assert!(header.raw_len as usize <= MAX_BLOCK_BYTES);
@@ -276,9 +290,6 @@ pub fn encode_block(out: &mut Vec<u8>, header: &BlockHeader, stored: &[u8]) {
     debug_assert_eq!(out.len() - start, BLOCK_CRC_OFFSET);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&out[start..]), stored);
     out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(stored);
-    let end = start + block_footprint(stored.len()) as usize;
-    out.resize(end, 0);
 }
 
 /// Why a header does not decode.

@@ -40,8 +40,10 @@ mod error;
 pub mod format;
 mod log_store;
 mod options;
+mod parts;
 mod read;
 mod stats;
+mod writeback;
 
 pub use doublewrite::DoublewriteStore;
 pub use error::BlockError;

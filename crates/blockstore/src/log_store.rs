@@ -3,8 +3,12 @@
 //!
 //! **Writing a group** (`apply_group`): payloads are compressed with no lock held. Under the
 //! writer lock the group gets the next `GroupId` and a contiguous range at the tail of the
-//! active segment; its blocks are encoded (the last one carries the last-in-group flag) and
-//! written with one pwrite. The writer lock is released, and the group waits for an
+//! active segment; its blocks' headers are encoded (the last one carries the last-in-group
+//! flag) and the blocks written from the caller's buffers (`parts`): the log part with one
+//! vectored write, or in pieces of at most `writeback::CHUNK_BYTES` for a large group, and
+//! each run of blocks bound for reused space as soon as it is complete. A large group's
+//! ranges go to the write-back thread as they are written (`writeback`), so the device works
+//! while the rest is written. The writer lock is released, and the group waits for an
 //! fdatasync of the files it wrote: one round at a time, led by whichever waiter finds none
 //! running, covering every group written before it began (group commit); the round syncs its
 //! files at once, on threads of their own. Only then are the group's blocks applied to the
@@ -106,8 +110,10 @@ use crate::format::{
     BLOCKS_START, BLOCK_HEADER_BYTES, FLAG_LAST_IN_GROUP, FLAG_RELOCATED, FLAG_REMOTE,
     FLAG_TOMBSTONE, MAX_BLOCK_BYTES, MAX_GROUP_BLOCKS,
 };
+use crate::parts::{write_parts, Part};
 use crate::read;
 use crate::stats::Counters;
+use crate::writeback::{self, Hints, Writeback};
 use crate::{
     BlockError, BlockId, BlockStore, BlockWrite, GroupId, RecoveryReport, StoreKind, StoreOptions,
     StoreStats, VerifyReport,
@@ -160,7 +166,7 @@ pub struct LogStore {
 struct SegmentFile {
     number: u64,
     path: PathBuf,
-    writer: File,
+    writer: Arc<File>,
     reader: File,
 }
 
@@ -403,9 +409,8 @@ struct Writer {
     streams: [Option<StreamTail>; STREAMS],
     next_segment: u64,
     next_group: u64,
+    /// The headers of the group being written.
     buffer: Vec<u8>,
-    /// Encoded blocks bound for reused space.
-    remote_buffer: Vec<u8>,
     /// Free extents ready for reuse.
     pool: Pool,
     /// Segments written through pointers since the user stream last rotated: a rotation
@@ -486,6 +491,8 @@ struct Shared {
     counters: Counters,
     /// Bytes in `Writer::pool`, for readers of the space figures.
     pool_bytes: AtomicU64,
+    /// Starts the write-back of a large group's ranges while the rest is being written.
+    writeback: Writeback,
 }
 
 /// A block ready to encode.
@@ -561,6 +568,7 @@ impl LogStore {
             background_error: Mutex::new(None),
             counters: Counters::default(),
             pool_bytes: AtomicU64::new(0),
+            writeback: Writeback::start("tierkv-log"),
         });
         if report.groups_applied > 0 {
             // IMPORTANT: the replayed groups' pointers must never be read again, since the
@@ -911,12 +919,25 @@ impl Shared {
         };
         let segment = active.number;
         let count = blocks.len() as u32;
-        let mut buffer = std::mem::take(&mut writer.buffer);
-        let mut remote_buffer = std::mem::take(&mut writer.remote_buffer);
-        buffer.clear();
-        remote_buffer.clear();
-        // Runs of reused space to write: (file, offset, range in `remote_buffer`).
-        let mut runs: Vec<(Arc<SegmentFile>, u64, std::ops::Range<usize>)> = Vec::new();
+        // The group's headers, `BLOCK_HEADER_BYTES` each; payloads are written from where
+        // they are (`write_parts`).
+        let mut headers = std::mem::take(&mut writer.buffer);
+        headers.clear();
+        // The log part (its blocks and pointers), and the runs of reused space (their parts
+        // in `remote_parts`). A run is written as soon as the next block does not extend it,
+        // and the log part in pieces of `writeback::CHUNK_BYTES`, so that in a large group the
+        // device writes back what is written while the rest is encoded (see `writeback`).
+        // Pieces are at most a quarter of a segment, so that the small segments of the crash
+        // sweeps write them too.
+        let piece_bytes =
+            writeback::CHUNK_BYTES.min(self.options.segment_bytes as usize / 4) as u64;
+        let mut log_parts: Vec<Part<'_>> = Vec::with_capacity(blocks.len());
+        let (mut log_bytes, mut log_written, mut log_parts_written) = (0u64, 0u64, 0usize);
+        let mut remote_parts: Vec<Part<'_>> = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
+        let mut remote_bytes = 0u64;
+        let mut hints = self.writeback.hints();
+        let mut written: tierkv_io::Result<()> = Ok(());
         let mut placed = Vec::with_capacity(blocks.len());
         let mut last_pointer = None;
         for (index, (block, remote)) in blocks.iter().zip(&remote).enumerate() {
@@ -933,33 +954,51 @@ impl Shared {
                 count,
                 remote: None,
             };
-            let offset = start + buffer.len() as u64;
+            let offset = start + log_bytes;
+            let stored: &[u8] = &block.stored;
+            let bytes = format::block_footprint(stored.len());
             let (location, pointer) = match remote {
                 None => {
-                    format::encode_block(&mut buffer, &header, &block.stored);
+                    log_parts.push(Part::encode(&mut headers, &header, stored));
+                    log_bytes += bytes;
+                    if written.is_ok() && log_bytes - log_written >= piece_bytes {
+                        let parts = &log_parts[log_parts_written..];
+                        let at = start + log_written;
+                        written = write_parts(&active.writer, &[], &headers, parts, at, &mut hints);
+                        (log_written, log_parts_written) = (log_bytes, log_parts.len());
+                    }
                     ((segment, offset), None)
                 }
                 Some((file, at)) => {
-                    let from = remote_buffer.len();
-                    format::encode_block(&mut remote_buffer, &header, &block.stored);
-                    let crc = format::u32_at(&remote_buffer[from..], BLOCK_HEADER_BYTES - 4);
+                    let part = Part::encode(&mut headers, &header, stored);
+                    let crc = format::u32_at(&headers[part.header..], BLOCK_HEADER_BYTES - 4);
                     let pointer = BlockHeader {
                         flags: header.flags | FLAG_REMOTE,
                         remote: Some(RemoteRef { segment: file.number, offset: *at, crc }),
                         ..header
                     };
-                    format::encode_block(&mut buffer, &pointer, &[]);
+                    log_parts.push(Part::encode(&mut headers, &pointer, &[]));
+                    log_bytes += BLOCK_HEADER_BYTES as u64;
                     last_pointer = Some(offset);
-                    let to = remote_buffer.len();
-                    match runs.last_mut() {
-                        Some((f, o, range))
-                            if f.number == file.number
-                                && *o + range.len() as u64 == *at
-                                && range.end == from =>
-                        {
-                            range.end = to;
+                    let extends =
+                        runs.last().is_some_and(|r| r.file.number == file.number && r.end == *at);
+                    if !extends {
+                        if let (Some(run), true) = (runs.last(), written.is_ok()) {
+                            written = run.write(&headers, &remote_parts, &mut hints);
                         }
-                        _ => runs.push((Arc::clone(file), *at, from..to)),
+                        let from = remote_parts.len();
+                        runs.push(Run {
+                            file: Arc::clone(file),
+                            offset: *at,
+                            end: *at,
+                            parts: from..from,
+                        });
+                    }
+                    remote_parts.push(part);
+                    remote_bytes += bytes;
+                    if let Some(run) = runs.last_mut() {
+                        run.end += bytes;
+                        run.parts.end = remote_parts.len();
                     }
                     ((file.number, *at), Some((segment, offset)))
                 }
@@ -977,27 +1016,23 @@ impl Shared {
                 pointer,
             });
         }
-        assert_eq!(buffer.len() as u64, footprint);
-        // CRASH: a partly written group is discarded by recovery (no last-in-group block, a
+        assert_eq!(log_bytes, footprint);
+        // CRASH (from the loop's first write on): a partly written group is discarded by recovery (no last-in-group block, a
         // block whose checksum fails, or a pointer whose block does not match it); it was
         // not acknowledged. Reused space held nothing that anyone needs.
-        let mut written = Ok(());
-        for (file, offset, range) in &runs {
-            written = file.writer.write_at(&remote_buffer[range.clone()], *offset);
-            if written.is_err() {
-                break;
-            }
+        if let (Some(run), true) = (runs.last(), written.is_ok()) {
+            written = run.write(&headers, &remote_parts, &mut hints);
         }
-        if written.is_ok() {
-            written = active.writer.write_at(&buffer, start);
+        if written.is_ok() && log_parts_written < log_parts.len() {
+            let parts = &log_parts[log_parts_written..];
+            written =
+                write_parts(&active.writer, &[], &headers, parts, start + log_written, &mut hints);
         }
-        let remote_bytes = remote_buffer.len() as u64;
-        let remote_blocks = remote.iter().flatten().count() as u64;
-        if buffer.capacity() <= 2 * RELOCATION_GROUP_BYTES as usize {
-            writer.buffer = buffer;
-        }
-        if remote_buffer.capacity() <= 2 * RELOCATION_GROUP_BYTES as usize {
-            writer.remote_buffer = remote_buffer;
+        drop(hints);
+        let remote_blocks = remote_parts.len() as u64;
+        drop((log_parts, remote_parts));
+        if headers.capacity() <= 2 * RELOCATION_GROUP_BYTES as usize {
+            writer.buffer = headers;
         }
         if let Err(error) = written {
             let error = BlockError::from(error);
@@ -1014,7 +1049,7 @@ impl Shared {
             s.last_pointer = last_pointer.or(s.last_pointer);
         }
         writer.next_group += 1;
-        for (file, _, _) in &runs {
+        for Run { file, .. } in &runs {
             if !writer.remote_dirty.iter().any(|f| f.number == file.number) {
                 writer.remote_dirty.push(Arc::clone(file));
             }
@@ -1028,7 +1063,7 @@ impl Shared {
         }
         let mut sync = lock(&self.sync);
         sync.written = group;
-        for file in runs.iter().map(|(f, _, _)| f).chain(std::iter::once(&active)) {
+        for file in runs.iter().map(|run| &run.file).chain(std::iter::once(&active)) {
             if !sync.dirty.iter().any(|f| f.number == file.number) {
                 sync.dirty.push(Arc::clone(file));
             }
@@ -1775,6 +1810,34 @@ impl Shared {
     }
 }
 
+/// A run of blocks bound for adjacent reused space in one segment.
+struct Run {
+    file: Arc<SegmentFile>,
+    offset: u64,
+    /// Where the run ends (its offset plus its blocks' footprints).
+    end: u64,
+    /// Its blocks in the group's list of remote parts.
+    parts: std::ops::Range<usize>,
+}
+
+impl Run {
+    fn write(
+        &self,
+        headers: &[u8],
+        remote_parts: &[Part<'_>],
+        hints: &mut Hints<'_>,
+    ) -> tierkv_io::Result<()> {
+        write_parts(
+            &self.file.writer,
+            &[],
+            headers,
+            &remote_parts[self.parts.clone()],
+            self.offset,
+            hints,
+        )
+    }
+}
+
 /// Syncs the files of a group-commit round: the log segment and the segments that blocks
 /// went to through pointers. Their fdatasyncs run at once (the files but the first on
 /// threads of their own), so a round costs about one sync's latency, not one per file;
@@ -1823,7 +1886,8 @@ fn open_segment(
     number: u64,
 ) -> Result<SegmentFile, BlockError> {
     let path = dir.join(format::segment_file_name(number));
-    let writer = storage.open(&path, &segment_open_options(AccessMethod::Syscall, options))?;
+    let writer =
+        Arc::new(storage.open(&path, &segment_open_options(AccessMethod::Syscall, options))?);
     let reader = storage.open(&path, &segment_open_options(options.read_method, options))?;
     Ok(SegmentFile { number, path, writer, reader })
 }
@@ -2101,7 +2165,6 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         next_segment,
         next_group,
         buffer: Vec::new(),
-        remote_buffer: Vec::new(),
         pool: Pool::default(),
         remote_dirty: Vec::new(),
         cleaning: None,

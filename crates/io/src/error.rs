@@ -34,6 +34,8 @@ pub enum Op {
     StoreU64,
     /// Asking the kernel to drop or prefetch cached pages.
     Advise,
+    /// Asking the kernel to start writing dirty pages back (no durability).
+    Writeback,
     /// Reading file metadata.
     Stat,
     /// Renaming a file.
@@ -63,6 +65,7 @@ impl fmt::Display for Op {
             Op::Persist => "persist",
             Op::StoreU64 => "store 8 bytes atomically in",
             Op::Advise => "advise the kernel about",
+            Op::Writeback => "start writing back",
             Op::Stat => "stat",
             Op::Rename => "rename",
             Op::Remove => "remove",

@@ -72,6 +72,8 @@ io_stats! {
     remaps,
     /// fdatasync and fsync calls.
     syncs,
+    /// Write-back hints (sync_file_range with SYNC_FILE_RANGE_WRITE).
+    writeback_hints,
     /// msync calls.
     msyncs,
     /// persist calls.

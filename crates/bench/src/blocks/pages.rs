@@ -11,11 +11,13 @@
 //! most `group_pages_max` pages, and clear it. When the run ends (a time limit or a number of
 //! updates) the dirty set is flushed once more, inside the measured phase.
 //!
-//! A page's content is a function of its number and the update counter of its last update (both
-//! in its first 16 bytes, then a cheap pseudo-random fill), generated when it is flushed: the
-//! bytes a buffer pool would hold, without keeping a copy per dirty page. Both modes draw the
-//! same pages from the same seed, so they flush exactly the same groups for as many updates as
-//! they both ran (all of them under `RunLength::Updates`).
+//! The pages live in memory as a buffer pool holds them (`PagePool`: the whole data set, so
+//! the bench needs that much memory): a page's content is its number and the update counter
+//! of its last update (its first 16 bytes), then a pseudo-random fill made once. A flush
+//! writes the pages from there, so both stores write from the caller's memory, as under a
+//! buffer pool, and the time measured is theirs, not that of making up contents. Both modes
+//! draw the same pages from the same seed, so they flush exactly the same groups for as many
+//! updates as they both ran (all of them under `RunLength::Updates`).
 //!
 //! Each payload is the page size minus the 64-byte block header, so an encoded block is
 //! exactly one page in both stores.
@@ -313,49 +315,76 @@ fn fill_page(payload: &mut [u8], page: u64, counter: u64) {
     }
 }
 
-/// Writes `pages` (page, counter), in order, as groups of at most `group_max`; returns the
-/// number of groups.
+/// The data set as a buffer pool holds it: every page's payload in memory (`fill_page` with
+/// counter 0 at first). An update stores its counter in the page (bytes 8..16) and a flush
+/// writes the pages from here, as a buffer pool's checkpoint would, so the time measured is
+/// the stores' and not that of making up page contents.
+struct PagePool {
+    bytes: Vec<u8>,
+    payload_bytes: usize,
+}
+
+impl PagePool {
+    fn new(pages_total: u64, payload_bytes: usize) -> PagePool {
+        let mut bytes = vec![0u8; pages_total as usize * payload_bytes];
+        for (page, payload) in (0u64..).zip(bytes.chunks_exact_mut(payload_bytes)) {
+            fill_page(payload, page, 0);
+        }
+        PagePool { bytes, payload_bytes }
+    }
+
+    fn range(&self, page: u64) -> std::ops::Range<usize> {
+        let start = page as usize * self.payload_bytes;
+        start..start + self.payload_bytes
+    }
+
+    /// Records update `counter` in `page`.
+    fn update(&mut self, page: u64, counter: u64) {
+        let start = self.range(page).start;
+        self.bytes[start + 8..start + 16].copy_from_slice(&counter.to_le_bytes());
+    }
+
+    fn page(&self, page: u64) -> &[u8] {
+        &self.bytes[self.range(page)]
+    }
+}
+
+/// Writes `pages` (page, counter), in order, as groups of at most `group_max`, after
+/// recording each counter in the pool; returns the number of groups.
 fn write_pages(
     store: &dyn BlockStore,
+    pool: &mut PagePool,
     pages: &[(u64, u64)],
-    payload_bytes: usize,
     group_max: usize,
-    buffer: &mut Vec<u8>,
 ) -> Result<u64, BenchError> {
     let mut groups = 0u64;
     for chunk in pages.chunks(group_max) {
-        buffer.resize(chunk.len() * payload_bytes, 0);
-        for (&(page, counter), payload) in chunk.iter().zip(buffer.chunks_exact_mut(payload_bytes))
-        {
-            fill_page(payload, page, counter);
+        for &(page, counter) in chunk {
+            pool.update(page, counter);
         }
-        let group: Vec<(BlockId, &[u8])> = chunk
-            .iter()
-            .zip(buffer.chunks_exact(payload_bytes))
-            .map(|(&(page, _), payload)| (BlockId(page), payload))
-            .collect();
+        let group: Vec<(BlockId, &[u8])> =
+            chunk.iter().map(|&(page, _)| (BlockId(page), pool.page(page))).collect();
         store.write_group(&group)?;
         groups += 1;
     }
     Ok(groups)
 }
 
-/// Loads pages `0..pages_total` with counter 0; returns the wall time.
+/// Loads every page of the pool with counter 0; returns the wall time.
 fn load(
     store: &dyn BlockStore,
+    pool: &mut PagePool,
     pages_total: u64,
-    payload_bytes: usize,
     group_pages: usize,
 ) -> Result<f64, BenchError> {
     let started = Instant::now();
-    let mut buffer = Vec::new();
     let mut batch = Vec::with_capacity(group_pages);
     let mut first = 0u64;
     while first < pages_total {
         let end = (first + group_pages as u64).min(pages_total);
         batch.clear();
         batch.extend((first..end).map(|page| (page, 0u64)));
-        write_pages(store, &batch, payload_bytes, group_pages, &mut buffer)?;
+        write_pages(store, pool, &batch, group_pages)?;
         first = end;
     }
     Ok(started.elapsed().as_secs_f64())
@@ -390,13 +419,13 @@ fn run_mode(
     let payload_bytes = page_bytes - BLOCK_HEADER_BYTES;
     let dir = scratch.join(format!("pages-{}-{page_bytes}", mode.name()));
     let store = open_store(storage, mode, &dir, page_bytes)?;
-    let load_s = load(&*store, pages_total, payload_bytes, config.load_group_pages)?;
+    let mut pool = PagePool::new(pages_total, payload_bytes);
+    let load_s = load(&*store, &mut pool, pages_total, config.load_group_pages)?;
 
     // The same stream for both modes: the seed depends on the page size only.
     let mut rng = fastrand::Rng::with_seed(config.seed ^ (page_bytes as u64).rotate_left(40));
     let mut dirty: HashMap<u64, u64> = HashMap::with_capacity(config.checkpoint_every as usize);
     let mut flush_list: Vec<(u64, u64)> = Vec::with_capacity(config.checkpoint_every as usize);
-    let mut buffer = Vec::new();
     let (mut updates, mut pages_flushed, mut groups, mut flushes) = (0u64, 0u64, 0u64, 0u64);
     let mut flush = |dirty: &mut HashMap<u64, u64>| -> Result<(), BenchError> {
         if dirty.is_empty() {
@@ -405,8 +434,7 @@ fn run_mode(
         flush_list.clear();
         flush_list.extend(dirty.drain());
         flush_list.sort_unstable();
-        groups +=
-            write_pages(&*store, &flush_list, payload_bytes, config.group_pages_max, &mut buffer)?;
+        groups += write_pages(&*store, &mut pool, &flush_list, config.group_pages_max)?;
         pages_flushed += flush_list.len() as u64;
         flushes += 1;
         Ok(())
@@ -630,10 +658,10 @@ pub fn run_overwrite(
     let dir = scratch.join("overwrite");
     remove_tree(storage, &dir)?;
     let store = LogStore::open(storage, &dir, StoreOptions::default())?;
-    load(&store, pages_total, payload_bytes, group_pages)?;
+    let mut pool = PagePool::new(pages_total, payload_bytes);
+    load(&store, &mut pool, pages_total, group_pages)?;
 
     let mut rng = fastrand::Rng::with_seed(config.seed ^ OVERWRITE_SEED_SALT);
-    let mut buffer = Vec::new();
     let mut picked = Vec::with_capacity(group_pages);
     let mut batch = Vec::with_capacity(group_pages);
     let before = store.stats();
@@ -669,7 +697,7 @@ pub fn run_overwrite(
             batch.push((page, counter));
         }
         batch.sort_unstable();
-        write_pages(&store, &batch, payload_bytes, group_pages, &mut buffer)?;
+        write_pages(&store, &mut pool, &batch, group_pages)?;
         groups += 1;
     }
     let elapsed = started.elapsed();
@@ -716,6 +744,22 @@ mod tests {
         let mut c = vec![0u8; 4096 - 64];
         fill_page(&mut c, 42, 7);
         assert_eq!(a, c);
+    }
+
+    #[test]
+    fn the_pool_records_updates_in_the_page_and_keeps_the_rest() {
+        let payload = 4096 - 64;
+        let mut pool = PagePool::new(3, payload);
+        let mut fresh = vec![0u8; payload];
+        fill_page(&mut fresh, 1, 0);
+        assert_eq!(pool.page(1), &fresh[..]);
+        pool.update(1, 77);
+        assert_eq!(u64::from_le_bytes(pool.page(1)[8..16].try_into().unwrap()), 77);
+        assert_eq!(pool.page(1)[..8], fresh[..8]);
+        assert_eq!(pool.page(1)[16..], fresh[16..]);
+        let mut other = vec![0u8; payload];
+        fill_page(&mut other, 2, 0);
+        assert_eq!(pool.page(2), &other[..], "an update touches its page only");
     }
 
     #[test]

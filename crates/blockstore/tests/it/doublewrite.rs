@@ -245,11 +245,30 @@ fn sweep_options() -> DoublewriteOptions {
 
 #[test]
 fn doublewrite_crash_sweep() {
-    let seed = seed_from_env(0xd0b1_e5ee);
-    let sweep = sweep_size();
+    run_doublewrite_sweep("doublewrite sweep", seed_from_env(0xd0b1_e5ee), &sweep_size(), (3, 8));
+}
+
+/// Groups of 80 to 96 blocks of up to 8 KiB (about 400 KiB): their batches go to
+/// doublewrite.dat in several pieces (`writeback::CHUNK_BYTES`, 256 KiB), and their slots
+/// are handed to the write-back thread as they are written.
+#[test]
+fn doublewrite_crash_sweep_of_large_batches() {
+    let sweep = match std::env::var("TIERKV_BLOCKS_SWEEP").as_deref() {
+        Ok("full") => Sweep { groups: 8, ids: 96, images_per_point: 16 },
+        _ => Sweep { groups: 4, ids: 96, images_per_point: 8 },
+    };
+    run_doublewrite_sweep(
+        "doublewrite sweep, large batches",
+        seed_from_env(0xd0b1_1a26),
+        &sweep,
+        (80, 96),
+    );
+}
+
+fn run_doublewrite_sweep(name: &str, seed: u64, sweep: &Sweep, blocks: (usize, usize)) {
     let ids: Vec<u64> = (0..sweep.ids).collect();
     let options = sweep_options();
-    let groups = make_groups(seed, sweep.groups, (3, 8), &ids, 8192 - 64);
+    let groups = make_groups(seed, sweep.groups, blocks, &ids, 8192 - 64);
     let states = prefix_states(&groups);
     let dir = Path::new("/var/dw");
     let fs = SimFs::new();
@@ -309,7 +328,7 @@ fn doublewrite_crash_sweep() {
         }
     }
     eprintln!(
-        "doublewrite sweep: {} groups, {ops} crash points, {images} images, {} groups recovered on average, {redone} batches redone, {discarded} incomplete batches discarded",
+        "{name}: {} groups, {ops} crash points, {images} images, {} groups recovered on average, {redone} batches redone, {discarded} incomplete batches discarded",
         groups.len(),
         recovered_groups / images.max(1) as usize
     );

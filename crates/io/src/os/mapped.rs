@@ -342,6 +342,17 @@ impl MappedFile {
         fsync(&self.fd, &self.path, &self.stats)
     }
 
+    /// Stores through a mapping dirty the same page-cache pages as pwrite, so the hint is
+    /// the same system call. On persistent memory there is no write-back to start: the
+    /// range is checked and nothing else happens.
+    pub(crate) fn start_writeback(&self, offset: u64, len: u64) -> Result<()> {
+        if self.pmem_mode.is_some() {
+            crate::checked_end(Op::Writeback, &self.path, offset, len)?;
+            return Ok(());
+        }
+        super::start_writeback(&self.fd, &self.path, &self.stats, offset, len)
+    }
+
     pub(crate) fn persist(&self, offset: u64, len: u64) -> Result<()> {
         let end = checked_end(Op::Persist, &self.path, offset, len)?;
         IoStats::bump(&self.stats.persists);

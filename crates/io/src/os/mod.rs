@@ -9,7 +9,7 @@ mod growth;
 mod mapped;
 mod syscall;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -56,6 +56,22 @@ impl OsFile {
     pub(crate) fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         dispatch!(self, file => file.write_at(buf, offset))
     }
+    pub(crate) fn write_vectored_at(&self, parts: &[&[u8]], offset: u64) -> Result<()> {
+        match self {
+            OsFile::Syscall(file) => file.write_vectored_at(parts, offset),
+            // A mapped write is a copy: part after part is the same as the concatenation.
+            OsFile::Mapped(file) => {
+                let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
+                crate::checked_end(Op::Write, file.path(), offset, total)?;
+                let mut at = offset;
+                for part in parts.iter().filter(|p| !p.is_empty()) {
+                    file.write_at(part, at)?;
+                    at += part.len() as u64;
+                }
+                Ok(())
+            }
+        }
+    }
     pub(crate) fn len(&self) -> u64 {
         dispatch!(self, file => file.len())
     }
@@ -70,6 +86,9 @@ impl OsFile {
     }
     pub(crate) fn sync_all(&self) -> Result<()> {
         dispatch!(self, file => file.sync_all())
+    }
+    pub(crate) fn start_writeback(&self, offset: u64, len: u64) -> Result<()> {
+        dispatch!(self, file => file.start_writeback(offset, len))
     }
     pub(crate) fn persist(&self, offset: u64, len: u64) -> Result<()> {
         dispatch!(self, file => file.persist(offset, len))
@@ -158,6 +177,30 @@ pub(crate) fn fsync(fd: &OwnedFd, path: &Path, stats: &IoStats) -> Result<()> {
     rustix::fs::fsync(fd).map_err(|e| Error::from_rustix(Op::Sync, path, e))
 }
 
+/// sync_file_range(SYNC_FILE_RANGE_WRITE): starts the write-back of the dirty pages in
+/// `offset..offset + len` and returns without waiting for it, counted.
+pub(crate) fn start_writeback(
+    fd: &OwnedFd,
+    path: &Path,
+    stats: &IoStats,
+    offset: u64,
+    len: u64,
+) -> Result<()> {
+    crate::checked_end(Op::Writeback, path, offset, len)?;
+    IoStats::bump(&stats.writeback_hints);
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Ok(());
+    };
+    // SAFETY: plain system call on a descriptor we own; no memory is passed.
+    let rc =
+        unsafe { libc::sync_file_range(fd.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+    Err(Error::from_rustix(Op::Writeback, path, rustix::io::Errno::from_raw_os_error(errno)))
+}
+
 /// posix_fadvise(DONTNEED) over the whole file.
 pub(crate) fn fadvise_dontneed(fd: &OwnedFd, path: &Path) -> Result<()> {
     rustix::fs::fadvise(fd, 0, None, rustix::fs::Advice::DontNeed)
@@ -196,6 +239,47 @@ pub(crate) fn pwrite_all(fd: &OwnedFd, path: &Path, buf: &[u8], offset: u64) -> 
             Ok(count) => done += count,
             Err(rustix::io::Errno::INTR) => {}
             Err(errno) => return Err(Error::from_rustix(Op::Write, path, errno)),
+        }
+    }
+    Ok(())
+}
+
+/// The most buffers one pwritev takes (IOV_MAX on Linux).
+const MAX_IOVECS: usize = 1024;
+
+/// pwritev until every part is written, back to back from `offset`.
+pub(crate) fn pwritev_all(fd: &OwnedFd, path: &Path, parts: &[&[u8]], offset: u64) -> Result<()> {
+    // The part being written and how much of it is done.
+    let (mut part, mut within) = (0usize, 0usize);
+    let mut at = offset;
+    let mut slices: Vec<std::io::IoSlice<'_>> = Vec::with_capacity(parts.len().min(MAX_IOVECS));
+    while part < parts.len() {
+        slices.clear();
+        slices.push(std::io::IoSlice::new(&parts[part][within..]));
+        slices.extend(
+            parts[part + 1..]
+                .iter()
+                .filter(|p| !p.is_empty())
+                .take(MAX_IOVECS - 1)
+                .map(|p| std::io::IoSlice::new(p)),
+        );
+        let mut count = match rustix::io::pwritev(fd, &slices, at) {
+            Ok(0) => return Err(Error::from_errno(Op::Write, path, libc::EIO)),
+            Ok(count) => count,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(errno) => return Err(Error::from_rustix(Op::Write, path, errno)),
+        };
+        at += count as u64;
+        // Move past what was written (and past empty parts).
+        while part < parts.len() {
+            let left = parts[part].len() - within;
+            if count < left {
+                within += count;
+                break;
+            }
+            count -= left;
+            part += 1;
+            within = 0;
         }
     }
     Ok(())

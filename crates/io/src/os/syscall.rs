@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{fdatasync, fsinfo, fstat_len, fsync, growth, pread_exact, pwrite_all};
+use super::{fdatasync, fsinfo, fstat_len, fsync, growth, pread_exact, pwrite_all, pwritev_all};
 use crate::{
     checked_end, checked_size, checked_u64_slot, chunk_target, AccessMethod, AlignedItem, Error,
     GrowthStrategy, IoStats, Op, OpenOptions, Result,
@@ -120,6 +120,30 @@ impl SyscallFile {
         Ok(())
     }
 
+    pub(crate) fn write_vectored_at(&self, parts: &[&[u8]], offset: u64) -> Result<()> {
+        if self.direct.is_some() {
+            // O_DIRECT needs one aligned buffer.
+            let total: usize = parts.iter().map(|p| p.len()).sum();
+            let mut joined = crate::AlignedBuf::new(total);
+            let mut at = 0;
+            for part in parts {
+                joined[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+            return self.write_at(&joined, offset);
+        }
+        self.check_writable(Op::Write)?;
+        let total: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        let end = checked_end(Op::Write, &self.path, offset, total)?;
+        if end > self.size.load(Ordering::Acquire) {
+            self.grow_to(end)?;
+        }
+        pwritev_all(&self.fd, &self.path, parts, offset)?;
+        IoStats::bump(&self.stats.writes);
+        IoStats::add(&self.stats.write_bytes_syscall, total);
+        Ok(())
+    }
+
     /// Grows the file to the chunk boundary past `end`, unless it is already long enough.
     fn grow_to(&self, end: u64) -> Result<()> {
         let _growth = self.growth_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -162,6 +186,10 @@ impl SyscallFile {
 
     pub(crate) fn sync_all(&self) -> Result<()> {
         fsync(&self.fd, &self.path, &self.stats)
+    }
+
+    pub(crate) fn start_writeback(&self, offset: u64, len: u64) -> Result<()> {
+        super::start_writeback(&self.fd, &self.path, &self.stats, offset, len)
     }
 
     /// There is no cheaper durable primitive for a range than fdatasync of the whole file

@@ -802,6 +802,13 @@ impl SimFile {
         Ok(())
     }
 
+    /// A hint changes nothing a crash may leave (unsynced writes may be on the device either
+    /// way), so it is not an I/O point: it never crashes, fails or counts as a call.
+    pub(crate) fn start_writeback(&self, offset: u64, len: u64) -> Result<()> {
+        crate::checked_end(Op::Writeback, &self.path, offset, len)?;
+        Ok(())
+    }
+
     pub(crate) fn advise_dontneed(&self) -> Result<()> {
         let _state = self.begin(Op::Advise)?;
         Ok(())

@@ -271,3 +271,67 @@ fn persist_ranges_flushes_every_range_behind_one_fence() {
     plain.persist_ranges(&[(0, 1), (1, 2)]).unwrap();
     assert_eq!(plain.stats().since(&before).syncs, 1);
 }
+
+#[test]
+fn a_writeback_hint_leaves_contents_and_durability_to_sync() {
+    for (dir, label) in dirs() {
+        for method in AccessMethod::ALL {
+            let path: PathBuf = dir.path().join(format!("hint-{method}.dat"));
+            let file = open(&path, method, 64 << 10);
+            let mut data = AlignedBuf::new(16384);
+            data.copy_from_slice(&pattern(16384, 3));
+            file.write_at(&data, 0).unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            file.start_writeback(0, 16384).unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            // A range past the end and a range of pages never written are fine too.
+            file.start_writeback(1 << 30, 4096).unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            file.sync_data().unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            let mut back = AlignedBuf::new(16384);
+            file.read_at(&mut back, 0).unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            assert_eq!(&back[..], &data[..], "{label} {method}");
+            let hints = file.stats().writeback_hints;
+            let expected = if method == AccessMethod::Pmem { 0 } else { 2 };
+            assert_eq!(hints, expected, "{label} {method}: hints made (none on pmem)");
+            assert!(
+                matches!(file.start_writeback(0, 0), Err(Error::ZeroLength { .. })),
+                "{label} {method}: an empty range is a bug in the caller"
+            );
+            assert!(
+                matches!(
+                    file.start_writeback(u64::MAX - 10, 100),
+                    Err(Error::OffsetTooLarge { .. })
+                ),
+                "{label} {method}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_vectored_write_equals_the_write_of_its_concatenation() {
+    for (dir, label) in dirs() {
+        for method in AccessMethod::ALL {
+            let path: PathBuf = dir.path().join(format!("vectored-{method}.dat"));
+            let file = open(&path, method, 64 << 10);
+            // 3000 parts (more than one pwritev takes), some empty, 4096 bytes in all so
+            // that O_DIRECT accepts the joined write.
+            let data = pattern(4096, 9);
+            let mut parts: Vec<&[u8]> = Vec::new();
+            let mut at = 0;
+            for i in 0..3000usize {
+                let len = if i % 3 == 0 { 0 } else { (i % 5).min(data.len() - at) };
+                parts.push(&data[at..at + len]);
+                at += len;
+            }
+            parts.push(&data[at..]);
+            file.write_vectored_at(&parts, 8192)
+                .unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            let mut back = AlignedBuf::new(4096);
+            file.read_at(&mut back, 8192).unwrap_or_else(|e| panic!("{label} {method}: {e}"));
+            assert_eq!(&back[..], &data[..], "{label} {method}");
+            assert!(
+                matches!(file.write_vectored_at(&[&[], &[]], 0), Err(Error::ZeroLength { .. })),
+                "{label} {method}: nothing to write is a bug in the caller"
+            );
+        }
+    }
+}

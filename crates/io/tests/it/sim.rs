@@ -813,6 +813,33 @@ fn a_failed_persist_loses_the_pending_stores() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn a_writeback_hint_is_not_an_io_point() {
+    let (fs, storage) = fs_with_db();
+    let old = pattern(8192, 1);
+    let file = durable_file(&storage, "/db/hinted", AccessMethod::Syscall, &old);
+    file.write_at(&pattern(8192, 2), 0).unwrap();
+    let before = fs.op_count();
+    file.start_writeback(0, 8192).unwrap();
+    assert_eq!(fs.op_count(), before, "a hint is no crash point and no call to fail");
+    assert!(file.start_writeback(0, 0).is_err(), "an empty range is still refused");
+    // It made nothing durable: dropping every unsynced write leaves the old bytes.
+    let image = last_image(&fs, CrashModel::DropAll, 1);
+    assert_eq!(image.read_file("/db/hinted").unwrap(), old);
+}
+
+#[test]
+fn a_vectored_write_is_one_io_point() {
+    let (fs, storage) = fs_with_db();
+    let file = durable_file(&storage, "/db/v", AccessMethod::Syscall, &[0u8; 64]);
+    let before = fs.op_count();
+    file.write_vectored_at(&[b"ab", b"", b"cde"], 10).unwrap();
+    assert_eq!(fs.op_count(), before + 1);
+    let mut back = [0u8; 5];
+    file.read_at(&mut back, 10).unwrap();
+    assert_eq!(&back, b"abcde");
+}
+
+#[test]
 fn a_once_fault_fails_exactly_one_call_with_no_effect() {
     let (fs, storage) = fs_with_db();
     let file = storage.open("/db/a", &create(AccessMethod::Syscall)).unwrap();

@@ -26,11 +26,6 @@ use std::thread::JoinHandle;
 
 use tierkv_io::File;
 
-/// A writer hands its ranges to the thread once this many bytes are written (and writes a
-/// large log piece in pieces of this size). A group smaller than this gets no hint: the
-/// sync that follows it at once writes it back as fast, and waking the thread costs more.
-pub(crate) const CHUNK_BYTES: usize = 128 << 10;
-
 struct Queue {
     ranges: Vec<(Arc<File>, u64, u64)>,
     /// The thread waits on the condition variable (so a hint must wake it).
@@ -49,6 +44,10 @@ struct Shared {
 pub(crate) struct Writeback {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// A writer hands its ranges over once this many bytes are written (and writes a large
+    /// group in pieces of this size). A group smaller than this gets no hint: the sync that
+    /// follows it at once writes it back as fast, and waking the thread costs more.
+    chunk_bytes: u64,
 }
 
 fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
@@ -58,7 +57,7 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 impl Writeback {
     /// Starts the thread. Without a thread (the spawn failed) hints are dropped: they only
     /// ever make things faster.
-    pub(crate) fn start(name: &str) -> Writeback {
+    pub(crate) fn start(name: &str, chunk_bytes: u64) -> Writeback {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue { ranges: Vec::new(), idle: false, closed: false }),
             wake: Condvar::new(),
@@ -74,7 +73,12 @@ impl Writeback {
         if thread.is_none() {
             lock(&shared.queue).closed = true;
         }
-        Writeback { shared, thread }
+        Writeback { shared, thread, chunk_bytes }
+    }
+
+    /// Bytes a writer writes before it hands them over.
+    pub(crate) fn chunk_bytes(&self) -> u64 {
+        self.chunk_bytes
     }
 
     /// Queues the write-back of `len` bytes at `offset` of `file`, which the caller has just
@@ -126,7 +130,7 @@ impl Drop for Writeback {
 }
 
 /// The ranges one writer has written, gathered into a span per file and handed to the thread
-/// every `CHUNK_BYTES` (and when the writer moves on to another file). What is left when it
+/// every `Writeback::chunk_bytes` (and when the writer moves on to another file). What is left when it
 /// is dropped gets no hint: the writer's sync follows at once.
 pub(crate) struct Hints<'a> {
     writeback: &'a Writeback,
@@ -151,7 +155,7 @@ impl Hints<'_> {
             }
         }
         self.bytes += len;
-        if self.bytes >= CHUNK_BYTES as u64 {
+        if self.bytes >= self.writeback.chunk_bytes {
             self.hand_over();
         }
     }
@@ -246,12 +250,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (a, b) = (file(dir.path(), "a"), file(dir.path(), "b"));
         let piece = vec![7u8; 16 << 10];
-        let writeback = Writeback::start("test");
+        let writeback = Writeback::start("test", 256 << 10);
         let mut hints = writeback.hints();
         // Less than a chunk, then another file: the first span goes out when b starts.
         a.write_at(&piece, 0).expect("write");
         hints.written(&a, 0, piece.len() as u64);
-        for i in 0..(CHUNK_BYTES / piece.len()) as u64 {
+        for i in 0..(writeback.chunk_bytes() / piece.len() as u64) {
             let at = i * piece.len() as u64;
             b.write_at(&piece, at).expect("write");
             hints.written(&b, at, piece.len() as u64);
@@ -271,7 +275,7 @@ mod tests {
     fn a_hint_that_fails_is_counted_and_dropped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = file(dir.path(), "a");
-        let writeback = Writeback::start("test");
+        let writeback = Writeback::start("test", 256 << 10);
         writeback.hint(&a, u64::MAX - 10, 100);
         eventually("the failure counted", || writeback.failed() == 1);
         writeback.hint(&a, 0, 4096);

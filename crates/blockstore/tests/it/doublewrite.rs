@@ -249,7 +249,7 @@ fn doublewrite_crash_sweep() {
 }
 
 /// Groups of 80 to 96 blocks of up to 8 KiB (about 400 KiB): their batches go to
-/// doublewrite.dat in several pieces (`writeback::CHUNK_BYTES`, 256 KiB), and their slots
+/// doublewrite.dat in several pieces (of 128 KiB), and their slots
 /// are handed to the write-back thread as they are written.
 #[test]
 fn doublewrite_crash_sweep_of_large_batches() {

@@ -557,7 +557,7 @@ fn overwrites_reuse_freed_space_and_survive_reopen() {
     assert_eq!(store.verify().expect("verify").blocks, ids);
 }
 
-/// Groups of several pieces (`writeback::CHUNK_BYTES`) on real files: appended ones, then
+/// Groups of several pieces (64 KiB each, the log store's write-back chunk) on real files: appended ones, then
 /// overwrites that go to reused space in runs, each handed to the write-back thread as it
 /// is written. Every block reads back, before and after a reopen.
 #[test]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces results/blocks/: seed 003's write tables, the page-update workload (atomic groups
 # against the doublewrite baseline) and the 10-minute sustained-overwrite space test, on a disk
-# directory. About 16 minutes on 2 cores.
+# directory. About 29 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release -p tierkv-cli

@@ -103,7 +103,8 @@ struct BlocksArgs {
     /// Page sizes of the page-update workload.
     #[arg(long, value_delimiter = ',', default_value = "4k,16k", value_parser = device::parse_bytes)]
     page_sizes: Vec<u64>,
-    /// MiB of pages in the data set (page updates and the overwrite test).
+    /// MiB of pages in the data set (page updates and the overwrite test); the bench holds
+    /// them in memory, as a buffer pool would.
     #[arg(long, default_value_t = 256)]
     pages_mib: u64,
     /// Seconds of page updates per mode per page size (a trailing `s` is accepted).

@@ -143,7 +143,7 @@ pub(crate) struct Hints<'a> {
 impl Hints<'_> {
     /// Notes that `len` bytes at `offset` of `file` were just written.
     pub(crate) fn written(&mut self, file: &Arc<File>, offset: u64, len: u64) {
-        let end = offset + len;
+        let end = offset.saturating_add(len);
         match &mut self.span {
             Some((current, start, span_end)) if Arc::ptr_eq(current, file) => {
                 *start = (*start).min(offset);
@@ -154,7 +154,7 @@ impl Hints<'_> {
                 self.span = Some((Arc::clone(file), offset, end));
             }
         }
-        self.bytes += len;
+        self.bytes = self.bytes.saturating_add(len);
         if self.bytes >= self.writeback.chunk_bytes {
             self.hand_over();
         }
@@ -196,7 +196,7 @@ fn run(shared: &Shared) {
 fn merge(batch: &[(Arc<File>, u64, u64)]) -> Vec<(Arc<File>, u64, u64)> {
     let mut spans: Vec<(Arc<File>, u64, u64)> = Vec::new();
     for (file, offset, len) in batch.iter() {
-        let end = offset + len;
+        let end = offset.saturating_add(*len);
         match spans.iter_mut().find(|(f, _, _)| Arc::ptr_eq(f, file)) {
             Some((_, start, span_end)) => {
                 *start = (*start).min(*offset);

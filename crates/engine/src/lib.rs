@@ -1,0 +1,16 @@
+//! `tierkv`: the embedded, ordered key-value store that joins the layers below it (issue 6).
+//!
+//! **Being built.** The engine will keep a B+tree whose pages are decoded in a DRAM page
+//! cache, make writes durable through `tierkv-wal`, and write dirty pages back as new blocks
+//! in atomic groups of `tierkv-blockstore`. What exists so far:
+//!
+//! - [`page`]: the B+tree page format (leaf and internal pages, overflow references), with
+//!   a decoder that checks every length, order and limit, so that a damaged page is an error
+//!   and never a panic or garbage.
+//!
+//! There is no `Db` yet: nothing here stores data on its own.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+#![warn(missing_docs)]
+
+pub mod page;

@@ -1,0 +1,348 @@
+//! B+tree pages as they are stored: one page is one block of the block store, which adds the
+//! block header, the checksum and compression. This module only turns a decoded page into
+//! bytes and back; the format is in `docs/format.md` ("B+tree pages").
+//!
+//! Layout (integers little-endian):
+//! - header, 8 bytes: kind (`1` leaf, `2` internal), format version (`1`), two zero bytes,
+//!   entry count (u32);
+//! - a leaf's entries, in strictly ascending key order: key length (u32), key, value kind
+//!   (`0` inline, `1` overflow), then for an inline value its length (u32) and bytes, for an
+//!   overflow value its length (u64), first block (u64) and block count (u32);
+//! - an internal page's first child (u64), then its entries, in strictly ascending key order:
+//!   key length (u32), separator key, child (u64). The child after a separator holds the
+//!   keys at or above it, up to the next separator.
+//!
+//! Decoding checks everything a damaged or foreign page could get wrong: the kind and
+//! version, each length against the bytes left, key and value limits, key order, and that
+//! the entries end exactly where the page does. It never panics, and allocates in
+//! proportion to the page's size whatever its entry count says.
+//!
+//! Must never: decode a page whose keys are out of order, or read past its end.
+
+use std::cmp::Ordering;
+
+/// The largest key, in bytes.
+pub const MAX_KEY_BYTES: usize = 4096;
+
+/// The largest value stored in a leaf itself; larger values go to overflow blocks.
+pub const MAX_INLINE_VALUE_BYTES: usize = 1 << 20;
+
+/// The largest value, inline or in overflow blocks.
+pub const MAX_VALUE_BYTES: u64 = 1 << 32;
+
+/// Bytes of the page header.
+pub const HEADER_BYTES: usize = 8;
+
+/// The page format version this code writes and reads.
+pub const PAGE_FORMAT_VERSION: u8 = 1;
+
+const KIND_LEAF: u8 = 1;
+const KIND_INTERNAL: u8 = 2;
+const VALUE_INLINE: u8 = 0;
+const VALUE_OVERFLOW: u8 = 1;
+
+/// Why bytes are not a valid page.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid B+tree page at byte {offset}: {detail}")]
+pub struct PageError {
+    /// Where in the page the problem was found.
+    pub offset: usize,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// Where a value too large for a leaf is kept: `blocks` consecutive block ids from `first`,
+/// holding `len` bytes in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OverflowRef {
+    /// Total bytes of the value.
+    pub len: u64,
+    /// Block id of its first block.
+    pub first: u64,
+    /// How many blocks hold it (at least one).
+    pub blocks: u32,
+}
+
+/// A leaf's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// Kept in the leaf.
+    Inline(Vec<u8>),
+    /// Kept in overflow blocks.
+    Overflow(OverflowRef),
+}
+
+impl Value {
+    /// Bytes the value takes in an encoded leaf (its kind byte included).
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Value::Inline(bytes) => 1 + 4 + bytes.len(),
+            Value::Overflow(_) => 1 + 8 + 8 + 4,
+        }
+    }
+}
+
+/// A leaf page: keys and their values, in strictly ascending key order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LeafPage {
+    /// The entries, sorted by key with no duplicates.
+    pub entries: Vec<(Vec<u8>, Value)>,
+}
+
+impl LeafPage {
+    /// The index of `key`, or where it would be inserted.
+    pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+    }
+
+    /// Bytes of the encoded page.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_BYTES
+            + self
+                .entries
+                .iter()
+                .map(|(key, value)| 4 + key.len() + value.encoded_len())
+                .sum::<usize>()
+    }
+}
+
+/// An internal page: `first_child`, then separators, each with the child that holds the keys
+/// from it up to the next one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InternalPage {
+    /// The child holding the keys below the first separator.
+    pub first_child: u64,
+    /// Separator keys in strictly ascending order, each with its child.
+    pub entries: Vec<(Vec<u8>, u64)>,
+}
+
+impl InternalPage {
+    /// The child whose key range holds `key`.
+    pub fn child_for(&self, key: &[u8]) -> u64 {
+        // The number of separators at or below `key`.
+        let at = self.entries.partition_point(|(separator, _)| separator.as_slice() <= key);
+        match at {
+            0 => self.first_child,
+            n => self.entries[n - 1].1,
+        }
+    }
+
+    /// Bytes of the encoded page.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_BYTES + 8 + self.entries.iter().map(|(key, _)| 4 + key.len() + 8).sum::<usize>()
+    }
+}
+
+/// A decoded page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Page {
+    /// Keys and values.
+    Leaf(LeafPage),
+    /// Separators and children.
+    Internal(InternalPage),
+}
+
+impl Page {
+    /// Bytes of the encoded page.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Page::Leaf(leaf) => leaf.encoded_len(),
+            Page::Internal(internal) => internal.encoded_len(),
+        }
+    }
+}
+
+/// Encodes `page`. Panics if the page breaks an invariant that `decode` checks (keys out of
+/// order or over the limit, an inline value over the limit, an overflow of no blocks): the
+/// caller builds pages, so such a page is a bug, and writing it would lose data later.
+pub fn encode(page: &Page) -> Vec<u8> {
+    let mut out = Vec::with_capacity(page.encoded_len());
+    let (kind, count) = match page {
+        Page::Leaf(leaf) => (KIND_LEAF, leaf.entries.len()),
+        Page::Internal(internal) => (KIND_INTERNAL, internal.entries.len()),
+    };
+    let count = u32::try_from(count).expect("invariant: fewer than 2^32 entries in a page");
+    out.extend_from_slice(&[kind, PAGE_FORMAT_VERSION, 0, 0]);
+    out.extend_from_slice(&count.to_le_bytes());
+    match page {
+        Page::Leaf(leaf) => {
+            assert!(keys_ascend(leaf.entries.iter().map(|(k, _)| k)), "leaf keys out of order");
+            for (key, value) in &leaf.entries {
+                put_key(&mut out, key);
+                match value {
+                    Value::Inline(bytes) => {
+                        assert!(bytes.len() <= MAX_INLINE_VALUE_BYTES, "inline value too large");
+                        out.push(VALUE_INLINE);
+                        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                        out.extend_from_slice(bytes);
+                    }
+                    Value::Overflow(overflow) => {
+                        assert!(overflow_valid(overflow), "invalid overflow reference");
+                        out.push(VALUE_OVERFLOW);
+                        out.extend_from_slice(&overflow.len.to_le_bytes());
+                        out.extend_from_slice(&overflow.first.to_le_bytes());
+                        out.extend_from_slice(&overflow.blocks.to_le_bytes());
+                    }
+                }
+            }
+        }
+        Page::Internal(internal) => {
+            assert!(
+                keys_ascend(internal.entries.iter().map(|(k, _)| k)),
+                "separators out of order"
+            );
+            out.extend_from_slice(&internal.first_child.to_le_bytes());
+            for (key, child) in &internal.entries {
+                put_key(&mut out, key);
+                out.extend_from_slice(&child.to_le_bytes());
+            }
+        }
+    }
+    debug_assert_eq!(out.len(), page.encoded_len());
+    out
+}
+
+fn put_key(out: &mut Vec<u8>, key: &[u8]) {
+    assert!(key.len() <= MAX_KEY_BYTES, "key of {} bytes over the limit", key.len());
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+}
+
+fn keys_ascend<'a>(mut keys: impl Iterator<Item = &'a Vec<u8>>) -> bool {
+    let Some(mut previous) = keys.next() else { return true };
+    for key in keys {
+        if previous.as_slice().cmp(key.as_slice()) != Ordering::Less {
+            return false;
+        }
+        previous = key;
+    }
+    true
+}
+
+fn overflow_valid(overflow: &OverflowRef) -> bool {
+    overflow.blocks >= 1
+        && overflow.len <= MAX_VALUE_BYTES
+        && u64::from(overflow.blocks) <= overflow.len.max(1)
+}
+
+/// Reads a page's bytes, checking each step against what is left.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn fail<T>(&self, detail: impl Into<String>) -> Result<T, PageError> {
+        Err(PageError { offset: self.at, detail: detail.into() })
+    }
+
+    fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8], PageError> {
+        let left = self.bytes.len() - self.at;
+        if len > left {
+            return self.fail(format!("{what} of {len} bytes, but only {left} left"));
+        }
+        let taken = &self.bytes[self.at..self.at + len];
+        self.at += len;
+        Ok(taken)
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, PageError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, PageError> {
+        let bytes = self.take(4, what)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    fn u64(&mut self, what: &str) -> Result<u64, PageError> {
+        let bytes = self.take(8, what)?;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(word))
+    }
+
+    fn key(&mut self, previous: Option<&[u8]>) -> Result<Vec<u8>, PageError> {
+        let start = self.at;
+        let len = self.u32("key length")? as usize;
+        if len > MAX_KEY_BYTES {
+            return self.fail(format!("key of {len} bytes, over the limit of {MAX_KEY_BYTES}"));
+        }
+        let key = self.take(len, "key")?;
+        if previous.is_some_and(|previous| previous >= key) {
+            return Err(PageError { offset: start, detail: "keys out of order".into() });
+        }
+        Ok(key.to_vec())
+    }
+}
+
+/// Decodes a page, checking it whole (see the module header).
+pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
+    let mut reader = Reader { bytes, at: 0 };
+    let header = reader.take(HEADER_BYTES, "page header")?;
+    let (kind, version) = (header[0], header[1]);
+    if version != PAGE_FORMAT_VERSION {
+        return Err(PageError {
+            offset: 1,
+            detail: format!("unknown page format version {version}"),
+        });
+    }
+    if header[2..4] != [0, 0] {
+        return Err(PageError { offset: 2, detail: "reserved header bytes are not zero".into() });
+    }
+    let count = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    // Each entry takes at least 4 + 1 + 4 bytes (leaf) or 4 + 8 (internal): a count the
+    // bytes cannot hold is damage, and checking it first bounds the allocation below.
+    let least = if kind == KIND_LEAF { 9 } else { 12 };
+    if count > bytes.len() / least {
+        return Err(PageError { offset: 4, detail: format!("{count} entries cannot fit") });
+    }
+    let page = match kind {
+        KIND_LEAF => {
+            let mut entries: Vec<(Vec<u8>, Value)> = Vec::with_capacity(count);
+            for _ in 0..count {
+                let key = reader.key(entries.last().map(|(k, _)| k.as_slice()))?;
+                let value = match reader.u8("value kind")? {
+                    VALUE_INLINE => {
+                        let len = reader.u32("value length")? as usize;
+                        if len > MAX_INLINE_VALUE_BYTES {
+                            return reader.fail(format!("inline value of {len} bytes"));
+                        }
+                        Value::Inline(reader.take(len, "value")?.to_vec())
+                    }
+                    VALUE_OVERFLOW => {
+                        let overflow = OverflowRef {
+                            len: reader.u64("overflow length")?,
+                            first: reader.u64("overflow block")?,
+                            blocks: reader.u32("overflow block count")?,
+                        };
+                        if !overflow_valid(&overflow) {
+                            return reader.fail(format!("invalid overflow reference {overflow:?}"));
+                        }
+                        Value::Overflow(overflow)
+                    }
+                    other => return reader.fail(format!("unknown value kind {other}")),
+                };
+                entries.push((key, value));
+            }
+            Page::Leaf(LeafPage { entries })
+        }
+        KIND_INTERNAL => {
+            let first_child = reader.u64("first child")?;
+            let mut entries: Vec<(Vec<u8>, u64)> = Vec::with_capacity(count);
+            for _ in 0..count {
+                let key = reader.key(entries.last().map(|(k, _)| k.as_slice()))?;
+                entries.push((key, reader.u64("child")?));
+            }
+            Page::Internal(InternalPage { first_child, entries })
+        }
+        other => return Err(PageError { offset: 0, detail: format!("unknown page kind {other}") }),
+    };
+    if reader.at != bytes.len() {
+        return reader.fail(format!("{} bytes after the last entry", bytes.len() - reader.at));
+    }
+    Ok(page)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,204 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn leaf(entries: &[(&[u8], Value)]) -> Page {
+    Page::Leaf(LeafPage { entries: entries.iter().map(|(k, v)| (k.to_vec(), v.clone())).collect() })
+}
+
+fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 0..40)
+}
+
+fn value_strategy() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..300).prop_map(Value::Inline),
+        (1u64..1 << 30, any::<u64>(), 1u32..64).prop_map(|(len, first, blocks)| {
+            Value::Overflow(OverflowRef { len: len.max(u64::from(blocks)), first, blocks })
+        }),
+    ]
+}
+
+fn page_strategy() -> impl Strategy<Value = Page> {
+    prop_oneof![
+        prop::collection::btree_map(key_strategy(), value_strategy(), 0..40)
+            .prop_map(|map| Page::Leaf(LeafPage { entries: map.into_iter().collect() })),
+        (any::<u64>(), prop::collection::btree_map(key_strategy(), any::<u64>(), 0..40)).prop_map(
+            |(first_child, map)| Page::Internal(InternalPage {
+                first_child,
+                entries: map.into_iter().collect()
+            })
+        ),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn every_page_round_trips(page in page_strategy()) {
+        let bytes = encode(&page);
+        prop_assert_eq!(bytes.len(), page.encoded_len());
+        prop_assert_eq!(decode(&bytes), Ok(page));
+    }
+
+    /// Damage of any kind is an error or another valid page, never a panic; a page that
+    /// still decodes re-encodes to the same bytes (no information is invented).
+    #[test]
+    fn damaged_pages_are_errors_or_exact_pages(
+        page in page_strategy(),
+        flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
+        cut in any::<prop::sample::Index>(),
+        truncate in any::<bool>(),
+    ) {
+        let mut bytes = encode(&page);
+        for (at, mask) in flips {
+            let at = at.index(bytes.len());
+            bytes[at] ^= mask;
+        }
+        if truncate {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        if let Ok(decoded) = decode(&bytes) {
+            prop_assert_eq!(encode(&decoded), bytes);
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        let _ = decode(&bytes);
+    }
+
+    #[test]
+    fn search_and_child_for_agree_with_a_linear_scan(
+        page in page_strategy(),
+        probe in key_strategy(),
+    ) {
+        match page {
+            Page::Leaf(leaf) => {
+                let linear = leaf.entries.iter().position(|(k, _)| *k >= probe);
+                let expected = match linear {
+                    Some(i) if leaf.entries[i].0 == probe => Ok(i),
+                    Some(i) => Err(i),
+                    None => Err(leaf.entries.len()),
+                };
+                prop_assert_eq!(leaf.search(&probe), expected);
+            }
+            Page::Internal(internal) => {
+                let expected = internal
+                    .entries
+                    .iter()
+                    .rev()
+                    .find(|(separator, _)| *separator <= probe)
+                    .map_or(internal.first_child, |(_, child)| *child);
+                prop_assert_eq!(internal.child_for(&probe), expected);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_layout_is_the_documented_one() {
+    let page = leaf(&[(b"ab", Value::Inline(b"xyz".to_vec()))]);
+    let mut expected = vec![1, 1, 0, 0, 1, 0, 0, 0];
+    expected.extend_from_slice(&[2, 0, 0, 0, b'a', b'b', 0, 3, 0, 0, 0, b'x', b'y', b'z']);
+    assert_eq!(encode(&page), expected);
+    let internal =
+        Page::Internal(InternalPage { first_child: 7, entries: vec![(b"m".to_vec(), 9)] });
+    let mut expected = vec![2, 1, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0];
+    expected.extend_from_slice(&[1, 0, 0, 0, b'm', 9, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(encode(&internal), expected);
+}
+
+#[test]
+fn each_kind_of_damage_has_its_own_message() {
+    let good = encode(&leaf(&[(b"a", Value::Inline(vec![1])), (b"b", Value::Inline(vec![2]))]));
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (vec![], "page header"),
+        (
+            {
+                let mut b = good.clone();
+                b[0] = 9;
+                b
+            },
+            "unknown page kind 9",
+        ),
+        (
+            {
+                let mut b = good.clone();
+                b[1] = 2;
+                b
+            },
+            "unknown page format version 2",
+        ),
+        (
+            {
+                let mut b = good.clone();
+                b[2] = 1;
+                b
+            },
+            "reserved header bytes",
+        ),
+        (
+            {
+                let mut b = good.clone();
+                b[4] = 200;
+                b
+            },
+            "entries cannot fit",
+        ),
+        (
+            {
+                let mut b = good.clone();
+                b.push(0);
+                b
+            },
+            "1 bytes after the last entry",
+        ),
+        (
+            {
+                let mut b = good.clone();
+                b[13] = 5;
+                b
+            },
+            "unknown value kind 5",
+        ),
+        (
+            {
+                let mut b = good.clone();
+                b[12] = b'c';
+                b
+            },
+            "keys out of order",
+        ),
+        (good[..good.len() - 1].to_vec(), "value of 1 bytes, but only 0 left"),
+        (
+            {
+                let mut b = good.clone();
+                b[8..12].copy_from_slice(&5000u32.to_le_bytes());
+                b
+            },
+            "over the limit",
+        ),
+    ];
+    for (bytes, message) in cases {
+        let error = decode(&bytes).expect_err(message);
+        assert!(error.to_string().contains(message), "{error} should say {message:?}");
+    }
+    let overflow = leaf(&[(b"k", Value::Overflow(OverflowRef { len: 10, first: 3, blocks: 1 }))]);
+    let mut bytes = encode(&overflow);
+    let blocks_at = bytes.len() - 4;
+    bytes[blocks_at..].copy_from_slice(&0u32.to_le_bytes());
+    assert!(decode(&bytes).expect_err("no blocks").to_string().contains("invalid overflow"));
+}
+
+#[test]
+fn a_huge_entry_count_allocates_nothing_large() {
+    // 2^32 - 1 entries claimed in an 8-byte page: refused before any allocation.
+    let bytes = [1, 1, 0, 0, 255, 255, 255, 255];
+    assert!(decode(&bytes).is_err());
+}
+
+#[test]
+#[should_panic(expected = "leaf keys out of order")]
+fn encoding_a_page_with_unsorted_keys_is_a_bug() {
+    encode(&leaf(&[(b"b", Value::Inline(vec![])), (b"a", Value::Inline(vec![]))]));
+}

@@ -6,7 +6,9 @@
 //!
 //! - [`page`]: the B+tree page format (leaf and internal pages, overflow references), with
 //!   a decoder that checks every length, order and limit, so that a damaged page is an error
-//!   and never a panic or garbage.
+//!   and never a panic or garbage; and the page-level steps of tree changes: splitting a
+//!   leaf by size with the shortest separator, splitting an internal page, inserting a split
+//!   child's separator, and merging siblings.
 //!
 //! There is no `Db` yet: nothing here stores data on its own.
 

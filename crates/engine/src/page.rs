@@ -97,13 +97,50 @@ impl LeafPage {
 
     /// Bytes of the encoded page.
     pub fn encoded_len(&self) -> usize {
-        HEADER_BYTES
-            + self
-                .entries
-                .iter()
-                .map(|(key, value)| 4 + key.len() + value.encoded_len())
-                .sum::<usize>()
+        HEADER_BYTES + self.entries.iter().map(|(key, value)| entry_len(key, value)).sum::<usize>()
     }
+
+    /// Splits a leaf of two entries or more in two of about equal encoded size: this page
+    /// keeps the lower half, and the upper half is returned with its separator, the shortest
+    /// key above every key kept and at or below every key moved (see `shortest_separator`).
+    pub fn split(&mut self) -> (Vec<u8>, LeafPage) {
+        assert!(self.entries.len() >= 2, "invariant: a leaf splits only with two entries");
+        let half = self.encoded_len() / 2;
+        let mut size = HEADER_BYTES;
+        let mut at = 0;
+        while at < self.entries.len() - 1 {
+            size += entry_len(&self.entries[at].0, &self.entries[at].1);
+            at += 1;
+            if size >= half {
+                break;
+            }
+        }
+        let right = LeafPage { entries: self.entries.split_off(at) };
+        let separator = shortest_separator(&self.entries[at - 1].0, &right.entries[0].0);
+        (separator, right)
+    }
+
+    /// Appends `right`, the page after this one under the same parent (its keys are all
+    /// above this page's).
+    pub fn merge(&mut self, right: LeafPage) {
+        debug_assert!(match (self.entries.last(), right.entries.first()) {
+            (Some((last, _)), Some((first, _))) => last < first,
+            _ => true,
+        });
+        self.entries.extend(right.entries);
+    }
+}
+
+fn entry_len(key: &[u8], value: &Value) -> usize {
+    4 + key.len() + value.encoded_len()
+}
+
+/// The shortest key above `low` and at or below `high` (`low < high`): a prefix of `high`
+/// one byte longer than the prefix the two share. Short separators keep internal pages wide.
+pub fn shortest_separator(low: &[u8], high: &[u8]) -> Vec<u8> {
+    debug_assert!(low < high);
+    let common = low.iter().zip(high).take_while(|(a, b)| a == b).count();
+    high[..(common + 1).min(high.len())].to_vec()
 }
 
 /// An internal page: `first_child`, then separators, each with the child that holds the keys
@@ -130,6 +167,32 @@ impl InternalPage {
     /// Bytes of the encoded page.
     pub fn encoded_len(&self) -> usize {
         HEADER_BYTES + 8 + self.entries.iter().map(|(key, _)| 4 + key.len() + 8).sum::<usize>()
+    }
+
+    /// Records that a child split: `child`, the new page after the split, holds the keys from
+    /// `separator` on. The separator must not be here yet.
+    pub fn insert(&mut self, separator: Vec<u8>, child: u64) {
+        let at = self.entries.partition_point(|(key, _)| key.as_slice() < separator.as_slice());
+        debug_assert!(self.entries.get(at).is_none_or(|(key, _)| *key != separator));
+        self.entries.insert(at, (separator, child));
+    }
+
+    /// Splits a page of three separators or more in two: this page keeps the lower part, the
+    /// middle separator moves up to the parent (returned), and the upper part is returned
+    /// with the middle separator's child as its first child.
+    pub fn split(&mut self) -> (Vec<u8>, InternalPage) {
+        assert!(self.entries.len() >= 3, "invariant: an internal page splits with three entries");
+        let middle = self.entries.len() / 2;
+        let mut upper = self.entries.split_off(middle);
+        let (separator, first_child) = upper.remove(0);
+        (separator, InternalPage { first_child, entries: upper })
+    }
+
+    /// Appends `right`, the page after this one under the same parent, whose separator there
+    /// was `separator`: it comes down between the two.
+    pub fn merge(&mut self, separator: Vec<u8>, right: InternalPage) {
+        self.entries.push((separator, right.first_child));
+        self.entries.extend(right.entries);
     }
 }
 

@@ -202,3 +202,80 @@ fn a_huge_entry_count_allocates_nothing_large() {
 fn encoding_a_page_with_unsorted_keys_is_a_bug() {
     encode(&leaf(&[(b"b", Value::Inline(vec![])), (b"a", Value::Inline(vec![]))]));
 }
+
+fn leaf_strategy(min: usize) -> impl Strategy<Value = LeafPage> {
+    prop::collection::btree_map(key_strategy(), value_strategy(), min..60)
+        .prop_map(|map| LeafPage { entries: map.into_iter().collect() })
+}
+
+fn internal_strategy(min: usize) -> impl Strategy<Value = InternalPage> {
+    (any::<u64>(), prop::collection::btree_map(key_strategy(), any::<u64>(), min..60)).prop_map(
+        |(first_child, map)| InternalPage { first_child, entries: map.into_iter().collect() },
+    )
+}
+
+proptest! {
+    #[test]
+    fn a_leaf_splits_in_order_about_in_half_and_merges_back(
+        original in leaf_strategy(2),
+        probe in key_strategy(),
+    ) {
+        let mut left = original.clone();
+        let (separator, right) = left.split();
+        prop_assert!(!left.entries.is_empty() && !right.entries.is_empty());
+        prop_assert!(left.entries.iter().all(|(k, _)| *k < separator));
+        prop_assert!(right.entries.iter().all(|(k, _)| *k >= separator));
+        // Neither half is more than half the page plus one entry.
+        let largest = original.entries.iter().map(|(k, v)| entry_len(k, v)).max().unwrap_or(0);
+        let half = original.encoded_len() / 2;
+        prop_assert!(left.encoded_len() <= half + largest + HEADER_BYTES);
+        prop_assert!(right.encoded_len() <= half + largest + HEADER_BYTES);
+        // A lookup goes to the half that holds the key, as a parent would send it.
+        let half_for = if probe < separator { &left } else { &right };
+        prop_assert_eq!(half_for.search(&probe).is_ok(), original.search(&probe).is_ok());
+        left.merge(right);
+        prop_assert_eq!(left, original);
+    }
+
+    #[test]
+    fn an_internal_page_splits_and_merges_without_moving_any_key_range(
+        original in internal_strategy(3),
+        probe in key_strategy(),
+    ) {
+        let mut left = original.clone();
+        let (separator, right) = left.split();
+        prop_assert!(left.entries.iter().all(|(k, _)| *k < separator));
+        prop_assert!(right.entries.iter().all(|(k, _)| *k > separator));
+        prop_assert!(left.entries.len().abs_diff(right.entries.len()) <= 1);
+        let child = if probe < separator { left.child_for(&probe) } else { right.child_for(&probe) };
+        prop_assert_eq!(child, original.child_for(&probe));
+        left.merge(separator, right);
+        prop_assert_eq!(left, original);
+    }
+
+    #[test]
+    fn inserting_a_split_child_sends_its_keys_there(
+        mut page in internal_strategy(0),
+        separator in key_strategy(),
+        probe in key_strategy(),
+    ) {
+        prop_assume!(page.entries.iter().all(|(k, _)| *k != separator));
+        let before = page.child_for(&probe);
+        page.insert(separator.clone(), u64::MAX);
+        prop_assert!(keys_ascend(page.entries.iter().map(|(k, _)| k)));
+        let after = page.child_for(&probe);
+        // Keys from the separator up to the next one move to the new child; others stay.
+        let next = page.entries.iter().map(|(k, _)| k).find(|k| **k > separator);
+        let moved = probe >= separator && next.is_none_or(|next| probe < *next);
+        prop_assert_eq!(after, if moved { u64::MAX } else { before });
+    }
+
+    #[test]
+    fn the_shortest_separator_lies_between_its_keys(a in key_strategy(), b in key_strategy()) {
+        prop_assume!(a != b);
+        let (low, high) = if a < b { (a, b) } else { (b, a) };
+        let separator = shortest_separator(&low, &high);
+        prop_assert!(low < separator && separator <= high);
+        prop_assert!(separator.len() <= high.len());
+    }
+}

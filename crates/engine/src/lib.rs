@@ -9,10 +9,13 @@
 //!   and never a panic or garbage; and the page-level steps of tree changes: splitting a
 //!   leaf by size with the shortest separator, splitting an internal page, inserting a split
 //!   child's separator, and merging siblings.
+//! - [`cache`]: the DRAM page cache: a byte budget, S3-FIFO eviction (scan-resistant),
+//!   pages that are dirty or in use never evicted, shards with a lock each.
 //!
 //! There is no `Db` yet: nothing here stores data on its own.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod page;

@@ -11,6 +11,8 @@
 //!   child's separator, and merging siblings.
 //! - [`cache`]: the DRAM page cache: a byte budget, S3-FIFO eviction (scan-resistant),
 //!   pages that are dirty or in use never evicted, shards with a lock each.
+//! - [`tree`]: the B+tree's algorithms (lookup, insert with splits up to the root, delete,
+//!   ordered scan) over any `PageStore`, single-threaded and without versions yet.
 //!
 //! There is no `Db` yet: nothing here stores data on its own.
 
@@ -19,3 +21,4 @@
 
 pub mod cache;
 pub mod page;
+pub mod tree;

@@ -1,0 +1,229 @@
+//! The B+tree's algorithms over a `PageStore`: lookups, inserts that split full pages up to
+//! the root, deletes, and ordered scans. Single-threaded and without versions: the engine
+//! will put its page cache, concurrency and snapshots around this (issue 6); the tests run it
+//! on pages in a `HashMap`.
+//!
+//! **Shape.** The root is a leaf until it first splits; then internal pages route by
+//! separators (`page::InternalPage::child_for`). A page whose encoded size exceeds
+//! `max_page_bytes` after an insert splits (`LeafPage::split`, `InternalPage::split`), again
+//! and again while a piece is still too large (large entries), and its parent takes the
+//! separators; a root that splits gets a new root above it, so the root's id changes and
+//! every leaf stays at the same depth.
+//!
+//! **Deletes** remove the entry from its leaf. Pages are not merged yet: a leaf may become
+//! underfull or empty, which lookups and scans handle; `page::LeafPage::merge` is there for
+//! when rebalancing comes.
+//!
+//! Must never: lose or duplicate a key on a split, or leave a page over `max_page_bytes`
+//! that could split (a leaf of two entries or more, an internal page of three or more).
+
+use crate::page::{InternalPage, LeafPage, Page, Value};
+
+/// Where pages live, by id.
+pub trait PageStore {
+    /// The page `id` (a copy).
+    fn load(&self, id: u64) -> Page;
+    /// Replaces (or creates) page `id`.
+    fn store(&mut self, id: u64, page: Page);
+    /// A new, unused page id.
+    fn allocate(&mut self) -> u64;
+}
+
+/// A B+tree: its root page and how large a page may grow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tree {
+    /// The root page's id.
+    pub root: u64,
+    /// Pages larger than this when encoded split.
+    pub max_page_bytes: usize,
+}
+
+impl Tree {
+    /// A new tree: an empty leaf as the root.
+    pub fn create(store: &mut impl PageStore, max_page_bytes: usize) -> Tree {
+        let root = store.allocate();
+        store.store(root, Page::Leaf(LeafPage::default()));
+        Tree { root, max_page_bytes }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, store: &impl PageStore, key: &[u8]) -> Option<Value> {
+        let mut id = self.root;
+        loop {
+            match store.load(id) {
+                Page::Internal(internal) => id = internal.child_for(key),
+                Page::Leaf(leaf) => {
+                    return leaf.search(key).ok().map(|at| leaf.entries[at].1.clone());
+                }
+            }
+        }
+    }
+
+    /// Sets `key` to `value`; returns the value it replaced.
+    pub fn put(&mut self, store: &mut impl PageStore, key: &[u8], value: Value) -> Option<Value> {
+        let (old, mut splits) = self.put_in(store, self.root, key, value);
+        // The root split: a new root above the pieces, which may have to split in turn.
+        while !splits.is_empty() {
+            let root = store.allocate();
+            let page = InternalPage { first_child: self.root, entries: splits };
+            splits = self.store_internal(store, root, page);
+            self.root = root;
+        }
+        old
+    }
+
+    /// Puts into the subtree at `id`; returns the replaced value and, if page `id` split,
+    /// the separators and ids of its new right siblings, in order.
+    fn put_in(
+        &self,
+        store: &mut impl PageStore,
+        id: u64,
+        key: &[u8],
+        value: Value,
+    ) -> (Option<Value>, Vec<(Vec<u8>, u64)>) {
+        match store.load(id) {
+            Page::Leaf(mut leaf) => {
+                let old = match leaf.search(key) {
+                    Ok(at) => Some(std::mem::replace(&mut leaf.entries[at].1, value)),
+                    Err(at) => {
+                        leaf.entries.insert(at, (key.to_vec(), value));
+                        None
+                    }
+                };
+                let (leaf, rest) = fit_leaf(leaf, self.max_page_bytes);
+                store.store(id, Page::Leaf(leaf));
+                let splits = rest
+                    .into_iter()
+                    .map(|(separator, page)| {
+                        let right = store.allocate();
+                        store.store(right, Page::Leaf(page));
+                        (separator, right)
+                    })
+                    .collect();
+                (old, splits)
+            }
+            Page::Internal(mut internal) => {
+                let child = internal.child_for(key);
+                let (old, child_splits) = self.put_in(store, child, key, value);
+                if child_splits.is_empty() {
+                    return (old, Vec::new());
+                }
+                for (separator, right) in child_splits {
+                    internal.insert(separator, right);
+                }
+                (old, self.store_internal(store, id, internal))
+            }
+        }
+    }
+
+    /// Stores an internal page as `id`, split into as many pages as it takes to fit; returns
+    /// the separators and ids of the pages after the first.
+    fn store_internal(
+        &self,
+        store: &mut impl PageStore,
+        id: u64,
+        page: InternalPage,
+    ) -> Vec<(Vec<u8>, u64)> {
+        let (page, rest) = fit_internal(page, self.max_page_bytes);
+        store.store(id, Page::Internal(page));
+        rest.into_iter()
+            .map(|(separator, page)| {
+                let right = store.allocate();
+                store.store(right, Page::Internal(page));
+                (separator, right)
+            })
+            .collect()
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn delete(&mut self, store: &mut impl PageStore, key: &[u8]) -> Option<Value> {
+        let mut id = self.root;
+        loop {
+            match store.load(id) {
+                Page::Internal(internal) => id = internal.child_for(key),
+                Page::Leaf(mut leaf) => {
+                    let at = leaf.search(key).ok()?;
+                    let (_, value) = leaf.entries.remove(at);
+                    store.store(id, Page::Leaf(leaf));
+                    return Some(value);
+                }
+            }
+        }
+    }
+
+    /// Calls `visit` with the entries from `start` on, in key order, until it returns false.
+    pub fn scan(
+        &self,
+        store: &impl PageStore,
+        start: &[u8],
+        visit: &mut impl FnMut(&[u8], &Value) -> bool,
+    ) {
+        scan_in(store, self.root, start, visit);
+    }
+
+    /// Levels from the root to the leaves (1 for a leaf root).
+    pub fn height(&self, store: &impl PageStore) -> usize {
+        let mut id = self.root;
+        let mut height = 1;
+        while let Page::Internal(internal) = store.load(id) {
+            id = internal.first_child;
+            height += 1;
+        }
+        height
+    }
+}
+
+/// Splits `leaf` until every piece fits `max` bytes or holds one entry: the first piece,
+/// then the others with their separators, in key order.
+fn fit_leaf(mut leaf: LeafPage, max: usize) -> (LeafPage, Vec<(Vec<u8>, LeafPage)>) {
+    if leaf.encoded_len() <= max || leaf.entries.len() < 2 {
+        return (leaf, Vec::new());
+    }
+    let (separator, right) = leaf.split();
+    let (left, mut pieces) = fit_leaf(leaf, max);
+    let (right, right_pieces) = fit_leaf(right, max);
+    pieces.push((separator, right));
+    pieces.extend(right_pieces);
+    (left, pieces)
+}
+
+/// `fit_leaf` for internal pages, which split from three separators on.
+fn fit_internal(
+    mut page: InternalPage,
+    max: usize,
+) -> (InternalPage, Vec<(Vec<u8>, InternalPage)>) {
+    if page.encoded_len() <= max || page.entries.len() < 3 {
+        return (page, Vec::new());
+    }
+    let (separator, right) = page.split();
+    let (left, mut pieces) = fit_internal(page, max);
+    let (right, right_pieces) = fit_internal(right, max);
+    pieces.push((separator, right));
+    pieces.extend(right_pieces);
+    (left, pieces)
+}
+
+/// Scans the subtree at `id`; returns false once `visit` asked to stop.
+fn scan_in(
+    store: &impl PageStore,
+    id: u64,
+    start: &[u8],
+    visit: &mut impl FnMut(&[u8], &Value) -> bool,
+) -> bool {
+    match store.load(id) {
+        Page::Leaf(leaf) => {
+            let from = leaf.search(start).unwrap_or_else(|at| at);
+            leaf.entries[from..].iter().all(|(key, value)| visit(key, value))
+        }
+        Page::Internal(internal) => {
+            // Children in order, from the one that holds `start`.
+            let children = std::iter::once(internal.first_child)
+                .chain(internal.entries.iter().map(|(_, child)| *child));
+            let first = internal.entries.partition_point(|(sep, _)| sep.as_slice() <= start);
+            children.skip(first).all(|child| scan_in(store, child, start, visit))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

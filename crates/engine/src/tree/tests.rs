@@ -1,0 +1,177 @@
+use std::collections::{BTreeMap, HashMap};
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// Pages in a map; ids count up.
+#[derive(Default)]
+struct MapStore {
+    pages: HashMap<u64, Page>,
+    next: u64,
+}
+
+impl PageStore for MapStore {
+    fn load(&self, id: u64) -> Page {
+        self.pages.get(&id).cloned().expect("a page the tree points at exists")
+    }
+    fn store(&mut self, id: u64, page: Page) {
+        self.pages.insert(id, page);
+    }
+    fn allocate(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+}
+
+/// Checks the tree's shape: every leaf at the same depth, every key within the bounds its
+/// parents' separators give it, keys ascending overall, and no page over the limit that
+/// could split. Returns the entries in order.
+fn check(tree: &Tree, store: &MapStore) -> Vec<(Vec<u8>, Value)> {
+    let mut checker =
+        Checker { store, max: tree.max_page_bytes, leaf_depth: None, out: Vec::new() };
+    checker.walk(tree.root, None, None, 0);
+    let out = checker.out;
+    assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "keys out of order across pages");
+    out
+}
+
+struct Checker<'a> {
+    store: &'a MapStore,
+    max: usize,
+    leaf_depth: Option<usize>,
+    out: Vec<(Vec<u8>, Value)>,
+}
+
+impl Checker<'_> {
+    /// Walks the subtree at `id`, whose keys must lie in `low..high`.
+    fn walk(&mut self, id: u64, low: Option<&[u8]>, high: Option<&[u8]>, depth: usize) {
+        match self.store.load(id) {
+            Page::Leaf(leaf) => {
+                let leaf_depth = *self.leaf_depth.get_or_insert(depth);
+                assert_eq!(leaf_depth, depth, "leaves at different depths");
+                let fits = leaf.encoded_len() <= self.max || leaf.entries.len() < 2;
+                assert!(fits, "leaf {id} too big");
+                for (key, value) in leaf.entries {
+                    assert!(low.is_none_or(|low| key.as_slice() >= low), "key below its range");
+                    assert!(high.is_none_or(|high| key.as_slice() < high), "key above its range");
+                    self.out.push((key, value));
+                }
+            }
+            Page::Internal(internal) => {
+                let fits = internal.encoded_len() <= self.max || internal.entries.len() < 3;
+                assert!(fits, "internal page {id} too big");
+                let mut bound = low.map(<[u8]>::to_vec);
+                let mut child = internal.first_child;
+                for (separator, next) in &internal.entries {
+                    assert!(low.is_none_or(|low| separator.as_slice() >= low));
+                    assert!(high.is_none_or(|high| separator.as_slice() < high));
+                    self.walk(child, bound.as_deref(), Some(separator), depth + 1);
+                    bound = Some(separator.clone());
+                    child = *next;
+                }
+                self.walk(child, bound.as_deref(), high, depth + 1);
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    Get(Vec<u8>),
+    Scan(Vec<u8>, usize),
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    // Few distinct first bytes, so keys share prefixes and collide.
+    (0u8..8, prop::collection::vec(0u8..4, 0..6)).prop_map(|(a, mut rest)| {
+        rest.insert(0, a);
+        rest
+    })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (key(), prop::collection::vec(any::<u8>(), 0..40)).prop_map(|(k, v)| Op::Put(k, v)),
+        1 => key().prop_map(Op::Delete),
+        1 => key().prop_map(Op::Get),
+        1 => (key(), 0usize..20).prop_map(|(k, n)| Op::Scan(k, n)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// The tree behaves as a `BTreeMap` through any sequence of operations, with pages small
+    /// enough that it splits often, and keeps its shape.
+    #[test]
+    fn the_tree_matches_a_btreemap(ops in prop::collection::vec(op(), 1..400), max in 96usize..400) {
+        let mut store = MapStore::default();
+        let mut tree = Tree::create(&mut store, max);
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Put(k, v) => {
+                    let old = tree.put(&mut store, &k, Value::Inline(v.clone()));
+                    prop_assert_eq!(old, model.insert(k, v).map(Value::Inline));
+                }
+                Op::Delete(k) => {
+                    prop_assert_eq!(tree.delete(&mut store, &k), model.remove(&k).map(Value::Inline));
+                }
+                Op::Get(k) => {
+                    prop_assert_eq!(tree.get(&store, &k), model.get(&k).cloned().map(Value::Inline));
+                }
+                Op::Scan(start, limit) => {
+                    let mut got = Vec::new();
+                    tree.scan(&store, &start, &mut |k, v| {
+                        got.push((k.to_vec(), v.clone()));
+                        got.len() < limit
+                    });
+                    let want: Vec<(Vec<u8>, Value)> = model
+                        .range(start..)
+                        .take(limit.max(1))
+                        .map(|(k, v)| (k.clone(), Value::Inline(v.clone())))
+                        .collect();
+                    prop_assert_eq!(got, want);
+                }
+            }
+        }
+        let all = check(&tree, &store);
+        let want: Vec<(Vec<u8>, Value)> =
+            model.into_iter().map(|(k, v)| (k, Value::Inline(v))).collect();
+        prop_assert_eq!(all, want);
+    }
+}
+
+#[test]
+fn ten_thousand_keys_in_order_and_reversed_make_a_deep_tree_that_finds_them_all() {
+    for reversed in [false, true] {
+        let mut store = MapStore::default();
+        let mut tree = Tree::create(&mut store, 512);
+        let mut ids: Vec<u32> = (0..10_000).collect();
+        if reversed {
+            ids.reverse();
+        }
+        for i in &ids {
+            tree.put(
+                &mut store,
+                format!("key{i:08}").as_bytes(),
+                Value::Inline(i.to_le_bytes().to_vec()),
+            );
+        }
+        assert!(tree.height(&store) >= 3, "height {}", tree.height(&store));
+        for i in 0..10_000u32 {
+            let value = tree.get(&store, format!("key{i:08}").as_bytes());
+            assert_eq!(value, Some(Value::Inline(i.to_le_bytes().to_vec())));
+        }
+        assert_eq!(check(&tree, &store).len(), 10_000);
+        for i in (0..10_000u32).step_by(2) {
+            assert!(tree.delete(&mut store, format!("key{i:08}").as_bytes()).is_some());
+        }
+        let left = check(&tree, &store);
+        assert_eq!(left.len(), 5_000);
+        assert!(left.iter().all(|(k, _)| k.last().is_some_and(|d| (d - b'0') % 2 == 1)));
+    }
+}

@@ -17,17 +17,30 @@
 //! Must never: lose or duplicate a key on a split, or leave a page over `max_page_bytes`
 //! that could split (a leaf of two entries or more, an internal page of three or more).
 
+use std::sync::Arc;
+
 use crate::page::{InternalPage, LeafPage, Page, Value};
 
-/// Where pages live, by id.
+/// Where pages live, by id. A page is shared (`Arc`) for reading; the tree clones one to
+/// change it and stores the new version under the same id.
+///
+/// Only reading a page can fail (a page not in memory is read from disk). Storing one and
+/// allocating an id cannot: a store keeps changed pages in memory (dirty in the page cache)
+/// until a checkpoint writes them. Every operation reads all the pages it needs before it
+/// changes any, so an operation that fails has changed nothing.
 pub trait PageStore {
-    /// The page `id` (a copy).
-    fn load(&self, id: u64) -> Page;
+    /// Why a page could not be read.
+    type Error;
+    /// The page `id`.
+    fn load(&self, id: u64) -> Result<Arc<Page>, Self::Error>;
     /// Replaces (or creates) page `id`.
     fn store(&mut self, id: u64, page: Page);
     /// A new, unused page id.
     fn allocate(&mut self) -> u64;
 }
+
+/// The result of a tree operation on the store `S`.
+pub type TreeResult<T, S> = Result<T, <S as PageStore>::Error>;
 
 /// A B+tree: its root page and how large a page may grow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,21 +60,26 @@ impl Tree {
     }
 
     /// The value of `key`.
-    pub fn get(&self, store: &impl PageStore, key: &[u8]) -> Option<Value> {
+    pub fn get<S: PageStore>(&self, store: &S, key: &[u8]) -> TreeResult<Option<Value>, S> {
         let mut id = self.root;
         loop {
-            match store.load(id) {
+            match &*store.load(id)? {
                 Page::Internal(internal) => id = internal.child_for(key),
                 Page::Leaf(leaf) => {
-                    return leaf.search(key).ok().map(|at| leaf.entries[at].1.clone());
+                    return Ok(leaf.search(key).ok().map(|at| leaf.entries[at].1.clone()));
                 }
             }
         }
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
-    pub fn put(&mut self, store: &mut impl PageStore, key: &[u8], value: Value) -> Option<Value> {
-        let (old, mut splits) = self.put_in(store, self.root, key, value);
+    pub fn put<S: PageStore>(
+        &mut self,
+        store: &mut S,
+        key: &[u8],
+        value: Value,
+    ) -> TreeResult<Option<Value>, S> {
+        let (old, mut splits) = self.put_in(store, self.root, key, value)?;
         // The root split: a new root above the pieces, which may have to split in turn.
         while !splits.is_empty() {
             let root = store.allocate();
@@ -69,19 +87,20 @@ impl Tree {
             splits = self.store_internal(store, root, page);
             self.root = root;
         }
-        old
+        Ok(old)
     }
 
     /// Puts into the subtree at `id`; returns the replaced value and, if page `id` split,
     /// the separators and ids of its new right siblings, in order.
-    fn put_in(
+    #[allow(clippy::type_complexity)]
+    fn put_in<S: PageStore>(
         &self,
-        store: &mut impl PageStore,
+        store: &mut S,
         id: u64,
         key: &[u8],
         value: Value,
-    ) -> (Option<Value>, Vec<(Vec<u8>, u64)>) {
-        match store.load(id) {
+    ) -> TreeResult<(Option<Value>, Vec<(Vec<u8>, u64)>), S> {
+        match Arc::unwrap_or_clone(store.load(id)?) {
             Page::Leaf(mut leaf) => {
                 let old = match leaf.search(key) {
                     Ok(at) => Some(std::mem::replace(&mut leaf.entries[at].1, value)),
@@ -92,26 +111,24 @@ impl Tree {
                 };
                 let (leaf, rest) = fit_leaf(leaf, self.max_page_bytes);
                 store.store(id, Page::Leaf(leaf));
-                let splits = rest
-                    .into_iter()
-                    .map(|(separator, page)| {
-                        let right = store.allocate();
-                        store.store(right, Page::Leaf(page));
-                        (separator, right)
-                    })
-                    .collect();
-                (old, splits)
+                let mut splits = Vec::with_capacity(rest.len());
+                for (separator, page) in rest {
+                    let right = store.allocate();
+                    store.store(right, Page::Leaf(page));
+                    splits.push((separator, right));
+                }
+                Ok((old, splits))
             }
             Page::Internal(mut internal) => {
                 let child = internal.child_for(key);
-                let (old, child_splits) = self.put_in(store, child, key, value);
+                let (old, child_splits) = self.put_in(store, child, key, value)?;
                 if child_splits.is_empty() {
-                    return (old, Vec::new());
+                    return Ok((old, Vec::new()));
                 }
                 for (separator, right) in child_splits {
                     internal.insert(separator, right);
                 }
-                (old, self.store_internal(store, id, internal))
+                Ok((old, self.store_internal(store, id, internal)))
             }
         }
     }
@@ -126,50 +143,56 @@ impl Tree {
     ) -> Vec<(Vec<u8>, u64)> {
         let (page, rest) = fit_internal(page, self.max_page_bytes);
         store.store(id, Page::Internal(page));
-        rest.into_iter()
-            .map(|(separator, page)| {
-                let right = store.allocate();
-                store.store(right, Page::Internal(page));
-                (separator, right)
-            })
-            .collect()
+        let mut splits = Vec::with_capacity(rest.len());
+        for (separator, page) in rest {
+            let right = store.allocate();
+            store.store(right, Page::Internal(page));
+            splits.push((separator, right));
+        }
+        splits
     }
 
     /// Removes `key`; returns its value.
-    pub fn delete(&mut self, store: &mut impl PageStore, key: &[u8]) -> Option<Value> {
+    pub fn delete<S: PageStore>(
+        &mut self,
+        store: &mut S,
+        key: &[u8],
+    ) -> TreeResult<Option<Value>, S> {
         let mut id = self.root;
         loop {
-            match store.load(id) {
+            let page = store.load(id)?;
+            match &*page {
                 Page::Internal(internal) => id = internal.child_for(key),
-                Page::Leaf(mut leaf) => {
-                    let at = leaf.search(key).ok()?;
+                Page::Leaf(leaf) => {
+                    let Ok(at) = leaf.search(key) else { return Ok(None) };
+                    let mut leaf = leaf.clone();
                     let (_, value) = leaf.entries.remove(at);
                     store.store(id, Page::Leaf(leaf));
-                    return Some(value);
+                    return Ok(Some(value));
                 }
             }
         }
     }
 
     /// Calls `visit` with the entries from `start` on, in key order, until it returns false.
-    pub fn scan(
+    pub fn scan<S: PageStore>(
         &self,
-        store: &impl PageStore,
+        store: &S,
         start: &[u8],
         visit: &mut impl FnMut(&[u8], &Value) -> bool,
-    ) {
-        scan_in(store, self.root, start, visit);
+    ) -> TreeResult<(), S> {
+        scan_in(store, self.root, start, visit).map(|_| ())
     }
 
     /// Levels from the root to the leaves (1 for a leaf root).
-    pub fn height(&self, store: &impl PageStore) -> usize {
+    pub fn height<S: PageStore>(&self, store: &S) -> TreeResult<usize, S> {
         let mut id = self.root;
         let mut height = 1;
-        while let Page::Internal(internal) = store.load(id) {
+        while let Page::Internal(internal) = &*store.load(id)? {
             id = internal.first_child;
             height += 1;
         }
-        height
+        Ok(height)
     }
 }
 
@@ -204,23 +227,28 @@ fn fit_internal(
 }
 
 /// Scans the subtree at `id`; returns false once `visit` asked to stop.
-fn scan_in(
-    store: &impl PageStore,
+fn scan_in<S: PageStore>(
+    store: &S,
     id: u64,
     start: &[u8],
     visit: &mut impl FnMut(&[u8], &Value) -> bool,
-) -> bool {
-    match store.load(id) {
+) -> TreeResult<bool, S> {
+    match &*store.load(id)? {
         Page::Leaf(leaf) => {
             let from = leaf.search(start).unwrap_or_else(|at| at);
-            leaf.entries[from..].iter().all(|(key, value)| visit(key, value))
+            Ok(leaf.entries[from..].iter().all(|(key, value)| visit(key, value)))
         }
         Page::Internal(internal) => {
             // Children in order, from the one that holds `start`.
             let children = std::iter::once(internal.first_child)
                 .chain(internal.entries.iter().map(|(_, child)| *child));
             let first = internal.entries.partition_point(|(sep, _)| sep.as_slice() <= start);
-            children.skip(first).all(|child| scan_in(store, child, start, visit))
+            for child in children.skip(first) {
+                if !scan_in(store, child, start, visit)? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
         }
     }
 }

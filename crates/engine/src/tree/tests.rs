@@ -1,4 +1,5 @@
 use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
 
 use proptest::prelude::*;
 
@@ -7,20 +8,53 @@ use super::*;
 /// Pages in a map; ids count up.
 #[derive(Default)]
 struct MapStore {
-    pages: HashMap<u64, Page>,
+    pages: HashMap<u64, Arc<Page>>,
     next: u64,
 }
 
 impl PageStore for MapStore {
-    fn load(&self, id: u64) -> Page {
-        self.pages.get(&id).cloned().expect("a page the tree points at exists")
+    type Error = Infallible;
+    fn load(&self, id: u64) -> Result<Arc<Page>, Infallible> {
+        Ok(Arc::clone(self.pages.get(&id).expect("a page the tree points at exists")))
     }
     fn store(&mut self, id: u64, page: Page) {
-        self.pages.insert(id, page);
+        self.pages.insert(id, Arc::new(page));
     }
     fn allocate(&mut self) -> u64 {
         self.next += 1;
         self.next
+    }
+}
+
+/// A store whose every read after the first `budget` fails.
+struct FailingStore {
+    inner: MapStore,
+    budget: std::cell::Cell<u32>,
+}
+
+impl FailingStore {
+    fn spend(&self) -> Result<(), String> {
+        match self.budget.get() {
+            0 => Err("injected".to_string()),
+            n => {
+                self.budget.set(n - 1);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl PageStore for FailingStore {
+    type Error = String;
+    fn load(&self, id: u64) -> Result<Arc<Page>, String> {
+        self.spend()?;
+        Ok(self.inner.load(id).unwrap_or_else(|never| match never {}))
+    }
+    fn store(&mut self, id: u64, page: Page) {
+        self.inner.store(id, page);
+    }
+    fn allocate(&mut self) -> u64 {
+        self.inner.allocate()
     }
 }
 
@@ -46,7 +80,7 @@ struct Checker<'a> {
 impl Checker<'_> {
     /// Walks the subtree at `id`, whose keys must lie in `low..high`.
     fn walk(&mut self, id: u64, low: Option<&[u8]>, high: Option<&[u8]>, depth: usize) {
-        match self.store.load(id) {
+        match Arc::unwrap_or_clone(self.store.load(id).unwrap_or_else(|never| match never {})) {
             Page::Leaf(leaf) => {
                 let leaf_depth = *self.leaf_depth.get_or_insert(depth);
                 assert_eq!(leaf_depth, depth, "leaves at different depths");
@@ -114,21 +148,24 @@ proptest! {
         for op in ops {
             match op {
                 Op::Put(k, v) => {
-                    let old = tree.put(&mut store, &k, Value::Inline(v.clone()));
+                    let old = tree.put(&mut store, &k, Value::Inline(v.clone())).unwrap();
                     prop_assert_eq!(old, model.insert(k, v).map(Value::Inline));
                 }
                 Op::Delete(k) => {
-                    prop_assert_eq!(tree.delete(&mut store, &k), model.remove(&k).map(Value::Inline));
+                    let deleted = tree.delete(&mut store, &k).unwrap();
+                    prop_assert_eq!(deleted, model.remove(&k).map(Value::Inline));
                 }
                 Op::Get(k) => {
-                    prop_assert_eq!(tree.get(&store, &k), model.get(&k).cloned().map(Value::Inline));
+                    let found = tree.get(&store, &k).unwrap();
+                    prop_assert_eq!(found, model.get(&k).cloned().map(Value::Inline));
                 }
                 Op::Scan(start, limit) => {
                     let mut got = Vec::new();
                     tree.scan(&store, &start, &mut |k, v| {
                         got.push((k.to_vec(), v.clone()));
                         got.len() < limit
-                    });
+                    })
+                    .unwrap();
                     let want: Vec<(Vec<u8>, Value)> = model
                         .range(start..)
                         .take(limit.max(1))
@@ -159,19 +196,73 @@ fn ten_thousand_keys_in_order_and_reversed_make_a_deep_tree_that_finds_them_all(
                 &mut store,
                 format!("key{i:08}").as_bytes(),
                 Value::Inline(i.to_le_bytes().to_vec()),
-            );
+            )
+            .unwrap();
         }
-        assert!(tree.height(&store) >= 3, "height {}", tree.height(&store));
+        let height = tree.height(&store).unwrap();
+        assert!(height >= 3, "height {height}");
         for i in 0..10_000u32 {
-            let value = tree.get(&store, format!("key{i:08}").as_bytes());
+            let value = tree.get(&store, format!("key{i:08}").as_bytes()).unwrap();
             assert_eq!(value, Some(Value::Inline(i.to_le_bytes().to_vec())));
         }
         assert_eq!(check(&tree, &store).len(), 10_000);
         for i in (0..10_000u32).step_by(2) {
-            assert!(tree.delete(&mut store, format!("key{i:08}").as_bytes()).is_some());
+            assert!(tree.delete(&mut store, format!("key{i:08}").as_bytes()).unwrap().is_some());
         }
         let left = check(&tree, &store);
         assert_eq!(left.len(), 5_000);
         assert!(left.iter().all(|(k, _)| k.last().is_some_and(|d| (d - b'0') % 2 == 1)));
     }
+}
+
+#[test]
+fn a_failed_read_changes_nothing() {
+    // Fail the n-th page read, for every n a workload of 300 puts and 100 deletes reaches:
+    // the error comes back from the operation that met it, nothing panics, and once reads
+    // work again the tree holds exactly what the operations before the failure left.
+    let ops: Vec<(bool, Vec<u8>)> = (0..400u32)
+        .map(|i| (i < 300 || i % 2 == 0, format!("k{:05}", (i * 7919) % 300).into_bytes()))
+        .collect();
+    let mut n = 0;
+    loop {
+        let budget = std::cell::Cell::new(n);
+        let mut store = FailingStore { inner: MapStore::default(), budget };
+        let mut tree = Tree::create(&mut store, 128);
+        let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
+        let mut failed = false;
+        for (i, (put, key)) in ops.iter().enumerate() {
+            let value = Value::Inline(vec![i as u8; 20]);
+            let result = match put {
+                true => tree.put(&mut store, key, value.clone()).map(|_| ()),
+                false => tree.delete(&mut store, key).map(|_| ()),
+            };
+            match result {
+                Ok(()) => {
+                    match put {
+                        true => model.insert(key.clone(), value),
+                        false => model.remove(key),
+                    };
+                }
+                Err(error) => {
+                    assert_eq!(error, "injected");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if !failed {
+            break;
+        }
+        store.budget.set(u32::MAX);
+        let mut found = Vec::new();
+        tree.scan(&store, b"", &mut |k, v| {
+            found.push((k.to_vec(), v.clone()));
+            true
+        })
+        .unwrap();
+        let want: Vec<(Vec<u8>, Value)> = model.into_iter().collect();
+        assert_eq!(found, want, "after a failed read at {n}");
+        n += 1;
+    }
+    assert!(n > 400, "the workload made only {n} reads");
 }

@@ -200,6 +200,15 @@ impl<V: Cached> PageCache<V> {
         self.evictions.fetch_add(evicted, Ordering::Relaxed);
     }
 
+    /// Evicts in every shard that is over its budget, as far as pages can leave (after pages
+    /// became evictable: dirty pages written back, held pages let go).
+    pub fn trim(&self) {
+        for shard in &self.shards {
+            let evicted = lock(shard).evict();
+            self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        }
+    }
+
     /// Bytes of the cached pages.
     pub fn used_bytes(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).used).sum()

@@ -13,12 +13,16 @@
 //!   pages that are dirty or in use never evicted, shards with a lock each.
 //! - [`tree`]: the B+tree's algorithms (lookup, insert with splits up to the root, delete,
 //!   ordered scan) over any `PageStore`, single-threaded and without versions yet.
+//! - [`block_pages`]: `BlockPages`, the tree's pages in the page cache and stored one per
+//!   block of a `tierkv-blockstore` store; `flush` writes every changed page in one atomic
+//!   group.
 //!
 //! There is no `Db` yet: nothing here stores data on its own.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+pub mod block_pages;
 pub mod cache;
 pub mod page;
 pub mod tree;

@@ -1,0 +1,169 @@
+//! `BlockPages`: the tree's pages kept in the `PageCache` and stored as blocks of a
+//! `BlockStore`, one page per block, the block id being the page id.
+//!
+//! A page read that misses the cache reads its block, decodes it (`page::decode`) and caches
+//! it. A page the tree changes is cached as dirty and remembered; `flush` writes every dirty
+//! page in one atomic group of the block store (so a crash keeps all of them or none) and
+//! only then marks them clean, so the cache can evict them. Clean pages leave the cache
+//! under its budget and are read again when needed.
+//!
+//! Single-threaded for now: the tree takes it by `&mut` (issue 6's concurrency comes later).
+//!
+//! Must never: evict a dirty page (`Cached::evictable`); acknowledge a flush before the
+//! block store's group is durable; return a page whose block failed to decode.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tierkv_blockstore::{BlockError, BlockId, BlockStore};
+
+use crate::cache::{Cached, PageCache};
+use crate::page::{self, Page, PageError};
+use crate::tree::PageStore;
+
+/// Why a page could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PagesError {
+    /// The block store failed (I/O, corruption of the block, a poisoned store).
+    #[error("page {page}: {source}")]
+    Block {
+        /// The page.
+        page: u64,
+        /// What the block store said.
+        source: BlockError,
+    },
+    /// The block is intact but does not hold a valid page.
+    #[error("page {page} is corrupt: {source}")]
+    Corrupt {
+        /// The page.
+        page: u64,
+        /// What is wrong with it.
+        source: PageError,
+    },
+    /// The tree points at a page that was never written.
+    #[error("page {page} is missing: the tree points at a block that does not exist")]
+    Missing {
+        /// The page.
+        page: u64,
+    },
+}
+
+/// A decoded page in the cache.
+pub struct CachedPage {
+    page: Arc<Page>,
+    weight: usize,
+    dirty: AtomicBool,
+}
+
+impl Cached for CachedPage {
+    fn weight(&self) -> usize {
+        self.weight
+    }
+    fn evictable(&self) -> bool {
+        !self.dirty.load(Ordering::Acquire)
+    }
+}
+
+/// Bytes a decoded page is counted as in the cache: its encoded size and a fixed overhead
+/// per entry for the vectors that hold it.
+fn weight(page: &Page) -> usize {
+    let entries = match page {
+        Page::Leaf(leaf) => leaf.entries.len(),
+        Page::Internal(internal) => internal.entries.len(),
+    };
+    page.encoded_len() + 48 * entries + 64
+}
+
+/// The pages of one tree on a block store (see the module header).
+pub struct BlockPages<'a> {
+    blocks: &'a dyn BlockStore,
+    cache: &'a PageCache<CachedPage>,
+    /// The pages changed since the last flush (also in the cache, where holding them here
+    /// keeps them from being evicted, besides their dirty flag).
+    dirty: BTreeMap<u64, Arc<CachedPage>>,
+    next_id: u64,
+}
+
+impl<'a> BlockPages<'a> {
+    /// Pages on `blocks`, cached in `cache`; new pages get ids from `next_id` on.
+    pub fn new(blocks: &'a dyn BlockStore, cache: &'a PageCache<CachedPage>, next_id: u64) -> Self {
+        BlockPages { blocks, cache, dirty: BTreeMap::new(), next_id }
+    }
+
+    /// The id the next new page will get (to persist with the tree's root).
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Pages changed since the last flush.
+    pub fn dirty_count(&self) -> usize {
+        self.dirty.len()
+    }
+
+    /// Writes every dirty page in one atomic group and marks them clean once it is durable.
+    /// On an error the pages stay dirty (a later flush may retry).
+    pub fn flush(&mut self) -> Result<(), BlockError> {
+        if self.dirty.is_empty() {
+            return Ok(());
+        }
+        let encoded: Vec<Vec<u8>> =
+            self.dirty.values().map(|cached| page::encode(&cached.page)).collect();
+        let group: Vec<(BlockId, &[u8])> = self
+            .dirty
+            .keys()
+            .zip(&encoded)
+            .map(|(id, bytes)| (BlockId(*id), bytes.as_slice()))
+            .collect();
+        self.blocks.write_group(&group)?;
+        for cached in std::mem::take(&mut self.dirty).into_values() {
+            cached.dirty.store(false, Ordering::Release);
+        }
+        // The pages just written may leave now, if the cache needs the room.
+        self.cache.trim();
+        Ok(())
+    }
+}
+
+impl PageStore for BlockPages<'_> {
+    type Error = PagesError;
+
+    fn load(&self, id: u64) -> Result<Arc<Page>, PagesError> {
+        if let Some(cached) = self.cache.get(id) {
+            return Ok(Arc::clone(&cached.page));
+        }
+        let bytes = self
+            .blocks
+            .read(BlockId(id))
+            .map_err(|source| PagesError::Block { page: id, source })?
+            .ok_or(PagesError::Missing { page: id })?;
+        let page =
+            page::decode(&bytes).map_err(|source| PagesError::Corrupt { page: id, source })?;
+        let cached = CachedPage {
+            weight: weight(&page),
+            page: Arc::new(page),
+            dirty: AtomicBool::new(false),
+        };
+        Ok(Arc::clone(&self.cache.insert(id, Arc::new(cached)).page))
+    }
+
+    fn store(&mut self, id: u64, page: Page) {
+        let cached = Arc::new(CachedPage {
+            weight: weight(&page),
+            page: Arc::new(page),
+            dirty: AtomicBool::new(true),
+        });
+        self.cache.remove(id);
+        self.cache.insert(id, Arc::clone(&cached));
+        self.dirty.insert(id, cached);
+    }
+
+    fn allocate(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests;

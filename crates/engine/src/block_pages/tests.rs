@@ -1,0 +1,110 @@
+use std::collections::BTreeMap;
+
+use tierkv_blockstore::{LogStore, StoreOptions};
+use tierkv_io::Storage;
+
+use super::*;
+use crate::page::Value;
+use crate::tree::Tree;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{:06}", (i.wrapping_mul(2_654_435_761)) % 1_000_000).into_bytes()
+}
+
+fn all(tree: &Tree, pages: &BlockPages<'_>) -> Vec<(Vec<u8>, Value)> {
+    let mut found = Vec::new();
+    tree.scan(pages, b"", &mut |k, v| {
+        found.push((k.to_vec(), v.clone()));
+        true
+    })
+    .expect("scan");
+    found
+}
+
+/// A tree of 6,000 keys on a log store, with a page cache far smaller than its pages: clean
+/// pages leave the cache and are read back from their blocks, dirty ones stay until a flush,
+/// and a reopened store holds everything the last flush wrote.
+#[test]
+fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = StoreOptions { segment_bytes: 1 << 20, ..StoreOptions::default() };
+    let budget = 32 << 10;
+    let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
+    let (root, next_id, stats) = {
+        let blocks = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
+        let cache = PageCache::new(budget, 2);
+        let mut pages = BlockPages::new(&blocks, &cache, 1);
+        let mut tree = Tree::create(&mut pages, 1024);
+        for i in 0..6_000u32 {
+            let value = Value::Inline(i.to_le_bytes().repeat(4));
+            if i % 5 == 4 {
+                let gone = key(i / 2);
+                assert_eq!(tree.delete(&mut pages, &gone).expect("delete"), model.remove(&gone));
+            } else {
+                let old = tree.put(&mut pages, &key(i), value.clone()).expect("put");
+                assert_eq!(old, model.insert(key(i), value));
+            }
+            if i % 250 == 249 {
+                pages.flush().expect("flush");
+                assert_eq!(pages.dirty_count(), 0);
+                // Only clean pages are left over the budget's worth: nothing is held.
+                assert!(cache.used_bytes() <= budget, "{} bytes cached", cache.used_bytes());
+            }
+        }
+        pages.flush().expect("flush");
+        assert_eq!(all(&tree, &pages), model.clone().into_iter().collect::<Vec<_>>());
+        (tree.root, pages.next_id(), cache.stats())
+    };
+    assert!(stats.evictions > 100, "{stats:?}: the cache never had to evict");
+    assert!(stats.misses > 100, "{stats:?}: no page was read back from its block");
+
+    let blocks = LogStore::open(&Storage::Os, dir.path(), options).expect("reopen");
+    let cache = PageCache::new(budget, 2);
+    let pages = BlockPages::new(&blocks, &cache, next_id);
+    let tree = Tree { root, max_page_bytes: 1024 };
+    assert!(tree.height(&pages).expect("height") >= 3);
+    assert_eq!(all(&tree, &pages), model.into_iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_damaged_or_missing_page_is_a_typed_error() {
+    let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
+    let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
+    let cache = PageCache::new(1 << 20, 1);
+    blocks.write_group(&[(BlockId(7), b"not a page")]).expect("write");
+    let pages = BlockPages::new(&blocks, &cache, 100);
+    match pages.load(7) {
+        Err(PagesError::Corrupt { page: 7, source }) => {
+            assert!(source.to_string().contains("unknown page format version"), "{source}")
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(matches!(pages.load(8), Err(PagesError::Missing { page: 8 })));
+    let tree = Tree { root: 7, max_page_bytes: 4096 };
+    let error = tree.get(&pages, b"k").expect_err("a lookup through a damaged page fails");
+    assert!(error.to_string().contains("page 7 is corrupt"), "{error}");
+}
+
+#[test]
+fn dirty_pages_never_leave_the_cache_before_a_flush() {
+    let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
+    let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
+    // A cache far too small for the tree: without the dirty rule its pages would be gone.
+    let cache = PageCache::new(4 << 10, 1);
+    let mut pages = BlockPages::new(&blocks, &cache, 1);
+    let mut tree = Tree::create(&mut pages, 512);
+    for i in 0..2_000u32 {
+        tree.put(&mut pages, &key(i), Value::Inline(vec![1; 30])).expect("put");
+    }
+    assert!(pages.dirty_count() > 50);
+    assert!(cache.stats().over_budget > 0, "the cache says it could not make room");
+    // Nothing has been written yet, so every page must come from the cache.
+    assert_eq!(all(&tree, &pages).len(), 2_000);
+    pages.flush().expect("flush");
+    // Now clean, they leave at once (the flush trims the cache), and are read back from
+    // their blocks when needed.
+    assert!(cache.used_bytes() <= 4 << 10, "{} bytes still cached", cache.used_bytes());
+    let misses = cache.stats().misses;
+    assert_eq!(all(&tree, &pages).len(), 2_000);
+    assert!(cache.stats().misses > misses + 50, "the pages came back from their blocks");
+}

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use tierkv_blockstore::{BlockError, BlockId, BlockStore};
 
 use crate::cache::{Cached, PageCache};
+use crate::meta::{Meta, MetaError, META_BLOCK};
 use crate::page::{self, Page, PageError};
 use crate::tree::PageStore;
 
@@ -46,6 +47,12 @@ pub enum PagesError {
     Missing {
         /// The page.
         page: u64,
+    },
+    /// The meta block does not decode.
+    #[error("{source}")]
+    Meta {
+        /// What is wrong with it.
+        source: MetaError,
     },
 }
 
@@ -86,8 +93,10 @@ pub struct BlockPages<'a> {
 }
 
 impl<'a> BlockPages<'a> {
-    /// Pages on `blocks`, cached in `cache`; new pages get ids from `next_id` on.
+    /// Pages on `blocks`, cached in `cache`; new pages get ids from `next_id` on (never
+    /// below `meta::FIRST_PAGE`: block 0 is the meta block).
     pub fn new(blocks: &'a dyn BlockStore, cache: &'a PageCache<CachedPage>, next_id: u64) -> Self {
+        let next_id = next_id.max(crate::meta::FIRST_PAGE);
         BlockPages { blocks, cache, dirty: BTreeMap::new(), next_id }
     }
 
@@ -107,13 +116,36 @@ impl<'a> BlockPages<'a> {
         if self.dirty.is_empty() {
             return Ok(());
         }
+        self.write_dirty(None)
+    }
+
+    /// A checkpoint: every dirty page and the meta record `meta` in one atomic group, so
+    /// that after a crash the meta block names a root whose pages are all there.
+    pub fn flush_with_meta(&mut self, meta: &Meta) -> Result<(), BlockError> {
+        self.write_dirty(Some(meta))
+    }
+
+    /// Reads the meta record: `None` for a store that never took a checkpoint.
+    pub fn read_meta(&self) -> Result<Option<Meta>, PagesError> {
+        let page = META_BLOCK.0;
+        let Some(bytes) =
+            self.blocks.read(META_BLOCK).map_err(|source| PagesError::Block { page, source })?
+        else {
+            return Ok(None);
+        };
+        Meta::decode(&bytes).map(Some).map_err(|source| PagesError::Meta { source })
+    }
+
+    fn write_dirty(&mut self, meta: Option<&Meta>) -> Result<(), BlockError> {
         let encoded: Vec<Vec<u8>> =
             self.dirty.values().map(|cached| page::encode(&cached.page)).collect();
+        let meta = meta.map(Meta::encode);
         let group: Vec<(BlockId, &[u8])> = self
             .dirty
             .keys()
             .zip(&encoded)
             .map(|(id, bytes)| (BlockId(*id), bytes.as_slice()))
+            .chain(meta.as_deref().map(|bytes| (META_BLOCK, bytes)))
             .collect();
         self.blocks.write_group(&group)?;
         for cached in std::mem::take(&mut self.dirty).into_values() {

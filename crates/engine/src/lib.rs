@@ -15,7 +15,7 @@
 //!   ordered scan) over any `PageStore`, single-threaded and without versions yet.
 //! - [`block_pages`]: `BlockPages`, the tree's pages in the page cache and stored one per
 //!   block of a `tierkv-blockstore` store; `flush` writes every changed page in one atomic
-//!   group.
+//!   group, and `flush_with_meta` adds the [`meta`] record (root, next page id) to it.
 //!
 //! There is no `Db` yet: nothing here stores data on its own.
 
@@ -24,5 +24,6 @@
 
 pub mod block_pages;
 pub mod cache;
+pub mod meta;
 pub mod page;
 pub mod tree;

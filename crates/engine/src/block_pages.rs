@@ -7,20 +7,28 @@
 //! only then marks them clean, so the cache can evict them. Clean pages leave the cache
 //! under its budget and are read again when needed.
 //!
+//! A value too large for a leaf goes to overflow blocks (`write_overflow`: 1 MiB each, at
+//! consecutive new ids), written with the next flush, in the same group as the leaf that
+//! points at them; the blocks of a value replaced or deleted are deleted with the next flush
+//! (`free_overflow`).
+//!
 //! Single-threaded for now: the tree takes it by `&mut` (issue 6's concurrency comes later).
 //!
 //! Must never: evict a dirty page (`Cached::evictable`); acknowledge a flush before the
 //! block store's group is durable; return a page whose block failed to decode.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tierkv_blockstore::{BlockError, BlockId, BlockStore};
+use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
 
 use crate::cache::{Cached, PageCache};
 use crate::meta::{Meta, MetaError, META_BLOCK};
-use crate::page::{self, Page, PageError};
+use crate::page::{self, OverflowRef, Page, PageError};
+
+/// Bytes of a value in each of its overflow blocks (the last one holds the rest).
+pub const OVERFLOW_BLOCK_BYTES: usize = 1 << 20;
 use crate::tree::PageStore;
 
 /// Why a page could not be read.
@@ -47,6 +55,14 @@ pub enum PagesError {
     Missing {
         /// The page.
         page: u64,
+    },
+    /// A value's overflow blocks do not add up to it.
+    #[error("the overflow value at block {first} is damaged: {detail}")]
+    Overflow {
+        /// Its first block.
+        first: u64,
+        /// What is wrong.
+        detail: String,
     },
     /// The meta block does not decode.
     #[error("{source}")]
@@ -89,6 +105,10 @@ pub struct BlockPages<'a> {
     /// The pages changed since the last flush (also in the cache, where holding them here
     /// keeps them from being evicted, besides their dirty flag).
     dirty: BTreeMap<u64, Arc<CachedPage>>,
+    /// Overflow blocks written since the last flush.
+    overflow: BTreeMap<u64, Arc<Vec<u8>>>,
+    /// Overflow blocks to delete with the next flush.
+    freed: BTreeSet<u64>,
     next_id: u64,
 }
 
@@ -97,7 +117,14 @@ impl<'a> BlockPages<'a> {
     /// below `meta::FIRST_PAGE`: block 0 is the meta block).
     pub fn new(blocks: &'a dyn BlockStore, cache: &'a PageCache<CachedPage>, next_id: u64) -> Self {
         let next_id = next_id.max(crate::meta::FIRST_PAGE);
-        BlockPages { blocks, cache, dirty: BTreeMap::new(), next_id }
+        BlockPages {
+            blocks,
+            cache,
+            dirty: BTreeMap::new(),
+            overflow: BTreeMap::new(),
+            freed: BTreeSet::new(),
+            next_id,
+        }
     }
 
     /// The id the next new page will get (to persist with the tree's root).
@@ -110,10 +137,62 @@ impl<'a> BlockPages<'a> {
         self.dirty.len()
     }
 
+    /// Keeps a value too large for a leaf in overflow blocks: `OVERFLOW_BLOCK_BYTES` a
+    /// block, at consecutive new ids. They are written with the next flush; until then they
+    /// are read from memory.
+    pub fn write_overflow(&mut self, value: &[u8]) -> OverflowRef {
+        let blocks = value.len().div_ceil(OVERFLOW_BLOCK_BYTES).max(1);
+        let first = self.next_id;
+        self.next_id += blocks as u64;
+        let chunks = value.chunks(OVERFLOW_BLOCK_BYTES).map(<[u8]>::to_vec);
+        let chunks: Vec<Vec<u8>> =
+            if value.is_empty() { vec![Vec::new()] } else { chunks.collect() };
+        for (id, chunk) in (first..).zip(chunks) {
+            self.overflow.insert(id, Arc::new(chunk));
+        }
+        OverflowRef { len: value.len() as u64, first, blocks: blocks as u32 }
+    }
+
+    /// The value kept in overflow blocks at `overflow`.
+    pub fn read_overflow(&self, overflow: &OverflowRef) -> Result<Vec<u8>, PagesError> {
+        // The length is only a claim until the blocks are read: reserve at most 64 MiB.
+        let mut value = Vec::with_capacity(overflow.len.min(64 << 20) as usize);
+        for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
+            match self.overflow.get(&id) {
+                Some(chunk) => value.extend_from_slice(chunk),
+                None => {
+                    let chunk = self
+                        .blocks
+                        .read(BlockId(id))
+                        .map_err(|source| PagesError::Block { page: id, source })?
+                        .ok_or(PagesError::Missing { page: id })?;
+                    value.extend_from_slice(&chunk);
+                }
+            }
+        }
+        if value.len() as u64 != overflow.len {
+            return Err(PagesError::Overflow {
+                first: overflow.first,
+                detail: format!("{} bytes in its blocks, {} expected", value.len(), overflow.len),
+            });
+        }
+        Ok(value)
+    }
+
+    /// Lets go of a value's overflow blocks (replaced or deleted): blocks not written yet are
+    /// dropped, the others deleted with the next flush.
+    pub fn free_overflow(&mut self, overflow: &OverflowRef) {
+        for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
+            if self.overflow.remove(&id).is_none() {
+                self.freed.insert(id);
+            }
+        }
+    }
+
     /// Writes every dirty page in one atomic group and marks them clean once it is durable.
     /// On an error the pages stay dirty (a later flush may retry).
     pub fn flush(&mut self) -> Result<(), BlockError> {
-        if self.dirty.is_empty() {
+        if self.dirty.is_empty() && self.overflow.is_empty() && self.freed.is_empty() {
             return Ok(());
         }
         self.write_dirty(None)
@@ -140,14 +219,18 @@ impl<'a> BlockPages<'a> {
         let encoded: Vec<Vec<u8>> =
             self.dirty.values().map(|cached| page::encode(&cached.page)).collect();
         let meta = meta.map(Meta::encode);
-        let group: Vec<(BlockId, &[u8])> = self
+        let group: Vec<BlockWrite<'_>> = self
             .dirty
             .keys()
             .zip(&encoded)
-            .map(|(id, bytes)| (BlockId(*id), bytes.as_slice()))
-            .chain(meta.as_deref().map(|bytes| (META_BLOCK, bytes)))
+            .map(|(id, bytes)| BlockWrite::Put(BlockId(*id), bytes))
+            .chain(self.overflow.iter().map(|(id, chunk)| BlockWrite::Put(BlockId(*id), chunk)))
+            .chain(self.freed.iter().map(|id| BlockWrite::Delete(BlockId(*id))))
+            .chain(meta.as_deref().map(|bytes| BlockWrite::Put(META_BLOCK, bytes)))
             .collect();
-        self.blocks.write_group(&group)?;
+        self.blocks.apply_group(&group)?;
+        self.overflow.clear();
+        self.freed.clear();
         for cached in std::mem::take(&mut self.dirty).into_values() {
             cached.dirty.store(false, Ordering::Release);
         }

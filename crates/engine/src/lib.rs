@@ -15,7 +15,8 @@
 //!   ordered scan) over any `PageStore`, single-threaded and without versions yet.
 //! - [`block_pages`]: `BlockPages`, the tree's pages in the page cache and stored one per
 //!   block of a `tierkv-blockstore` store; `flush` writes every changed page in one atomic
-//!   group, and `flush_with_meta` adds the [`meta`] record (root, next page id) to it.
+//!   group, and `flush_with_meta` adds the [`meta`] record (root, next page id) to it;
+//!   values too large for a leaf go to overflow blocks (tested up to 64 MiB).
 //!
 //! There is no `Db` yet: nothing here stores data on its own.
 

@@ -4,6 +4,7 @@ use tierkv_blockstore::{LogStore, StoreOptions};
 use tierkv_io::Storage;
 
 use super::*;
+use crate::page::OverflowRef;
 use crate::page::Value;
 use crate::tree::Tree;
 
@@ -107,4 +108,66 @@ fn dirty_pages_never_leave_the_cache_before_a_flush() {
     let misses = cache.stats().misses;
     assert_eq!(all(&tree, &pages).len(), 2_000);
     assert!(cache.stats().misses > misses + 50, "the pages came back from their blocks");
+}
+
+#[test]
+fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_replaced() {
+    let dir = tempfile::tempdir().expect("dir");
+    let big: Vec<u8> = (0..(64usize << 20) + 123).map(|i| (i % 251) as u8).collect();
+    let (meta, old) = {
+        let blocks =
+            LogStore::open(&Storage::Os, dir.path(), StoreOptions::default()).expect("open");
+        let cache = PageCache::new(1 << 20, 1);
+        let mut pages = BlockPages::new(&blocks, &cache, 1);
+        let mut tree = Tree::create(&mut pages, 4096);
+        let overflow = pages.write_overflow(&big);
+        assert_eq!((overflow.len, overflow.blocks), (big.len() as u64, 65));
+        tree.put(&mut pages, b"big", Value::Overflow(overflow)).expect("put");
+        tree.put(&mut pages, b"small", Value::Inline(b"s".to_vec())).expect("put");
+        // Before the flush it is read from memory.
+        assert!(pages.read_overflow(&overflow).expect("read") == big);
+        let meta =
+            Meta { root: tree.root, next_page: pages.next_id(), max_page_bytes: 4096, sequence: 1 };
+        pages.flush_with_meta(&meta).expect("checkpoint");
+        (meta, overflow)
+    };
+    let blocks = LogStore::open(&Storage::Os, dir.path(), StoreOptions::default()).expect("reopen");
+    let cache = PageCache::new(1 << 20, 1);
+    let mut pages = BlockPages::new(&blocks, &cache, meta.next_page);
+    assert_eq!(pages.read_meta().expect("meta"), Some(meta));
+    let mut tree = Tree { root: meta.root, max_page_bytes: 4096 };
+    let Some(Value::Overflow(found)) = tree.get(&pages, b"big").expect("get") else {
+        panic!("the big value is not an overflow reference");
+    };
+    assert_eq!(found, old);
+    assert!(pages.read_overflow(&found).expect("read back") == big);
+    // Replace it: its blocks go with the next flush.
+    let replaced = tree.put(&mut pages, b"big", Value::Inline(b"now small".to_vec())).expect("put");
+    assert_eq!(replaced, Some(Value::Overflow(old)));
+    pages.free_overflow(&old);
+    pages.flush().expect("flush");
+    for id in old.first..old.first + u64::from(old.blocks) {
+        assert_eq!(blocks.read(BlockId(id)).expect("read"), None, "block {id} was not freed");
+    }
+    assert!(matches!(pages.read_overflow(&old), Err(PagesError::Missing { .. })));
+    let wrong = OverflowRef { len: 5, first: meta.root, blocks: 1 };
+    assert!(matches!(pages.read_overflow(&wrong), Err(PagesError::Overflow { .. })));
+}
+
+#[test]
+fn an_overflow_value_freed_before_its_flush_is_never_written() {
+    let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
+    let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
+    let cache = PageCache::new(1 << 20, 1);
+    let mut pages = BlockPages::new(&blocks, &cache, 1);
+    let overflow = pages.write_overflow(&vec![9u8; 3 << 20]);
+    let empty = pages.write_overflow(b"");
+    assert_eq!((empty.len, empty.blocks), (0, 1));
+    assert_eq!(pages.read_overflow(&empty).expect("read"), Vec::<u8>::new());
+    pages.free_overflow(&overflow);
+    pages.flush().expect("flush");
+    for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
+        assert_eq!(blocks.read(BlockId(id)).expect("read"), None);
+    }
+    assert_eq!(blocks.stats().payload_bytes, 0, "the freed value's bytes were written");
 }

@@ -278,6 +278,13 @@ impl PageStore for BlockPages<'_> {
         self.next_id += 1;
         id
     }
+
+    /// The page's block is deleted with the next flush.
+    fn free(&mut self, id: u64) {
+        self.cache.remove(id);
+        self.dirty.remove(&id);
+        self.freed.insert(id);
+    }
 }
 
 #[cfg(test)]

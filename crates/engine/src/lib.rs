@@ -11,8 +11,8 @@
 //!   child's separator, and merging siblings.
 //! - [`cache`]: the DRAM page cache: a byte budget, S3-FIFO eviction (scan-resistant),
 //!   pages that are dirty or in use never evicted, shards with a lock each.
-//! - [`tree`]: the B+tree's algorithms (lookup, insert with splits up to the root, delete,
-//!   ordered scan) over any `PageStore`, single-threaded and without versions yet.
+//! - [`tree`]: the B+tree's algorithms (lookup, insert with splits up to the root, delete
+//!   with merges of underfull siblings, ordered scan) over any `PageStore`, single-threaded and without versions yet.
 //! - [`block_pages`]: `BlockPages`, the tree's pages in the page cache and stored one per
 //!   block of a `tierkv-blockstore` store; `flush` writes every changed page in one atomic
 //!   group, and `flush_with_meta` adds the [`meta`] record (root, next page id) to it;

@@ -10,9 +10,10 @@
 //! separators; a root that splits gets a new root above it, so the root's id changes and
 //! every leaf stays at the same depth.
 //!
-//! **Deletes** remove the entry from its leaf. Pages are not merged yet: a leaf may become
-//! underfull or empty, which lookups and scans handle; `page::LeafPage::merge` is there for
-//! when rebalancing comes.
+//! **Deletes** remove the entry from its leaf. A page left under a quarter of
+//! `max_page_bytes` is merged with a sibling when both fit in one page (the parent loses
+//! their separator), up the tree, and a root left with a single child gives way to it.
+//! Pages that do not fit together stay underfull, which lookups and scans handle.
 //!
 //! Must never: lose or duplicate a key on a split, or leave a page over `max_page_bytes`
 //! that could split (a leaf of two entries or more, an internal page of three or more).
@@ -37,6 +38,8 @@ pub trait PageStore {
     fn store(&mut self, id: u64, page: Page);
     /// A new, unused page id.
     fn allocate(&mut self) -> u64;
+    /// Page `id` is no longer part of the tree (merged away).
+    fn free(&mut self, id: u64);
 }
 
 /// The result of a tree operation on the store `S`.
@@ -152,26 +155,102 @@ impl Tree {
         splits
     }
 
-    /// Removes `key`; returns its value.
+    /// Removes `key`; returns its value. A page left under a quarter full is merged with a
+    /// sibling when the two fit in one page, and a root left with one child gives way to it.
     pub fn delete<S: PageStore>(
         &mut self,
         store: &mut S,
         key: &[u8],
     ) -> TreeResult<Option<Value>, S> {
-        let mut id = self.root;
+        let (value, _) = self.delete_in(store, self.root, key)?;
+        // A root with a single child is replaced by it (repeatedly, after merges).
         loop {
-            let page = store.load(id)?;
-            match &*page {
-                Page::Internal(internal) => id = internal.child_for(key),
-                Page::Leaf(leaf) => {
-                    let Ok(at) = leaf.search(key) else { return Ok(None) };
-                    let mut leaf = leaf.clone();
-                    let (_, value) = leaf.entries.remove(at);
-                    store.store(id, Page::Leaf(leaf));
-                    return Ok(Some(value));
+            let root = store.load(self.root);
+            let Ok(root) = root else { break };
+            match &*root {
+                Page::Internal(internal) if internal.entries.is_empty() => {
+                    let old = self.root;
+                    self.root = internal.first_child;
+                    store.free(old);
                 }
+                _ => break,
             }
         }
+        Ok(value)
+    }
+
+    /// Deletes from the subtree at `id`; returns the value and whether page `id` is now under
+    /// a quarter full.
+    fn delete_in<S: PageStore>(
+        &self,
+        store: &mut S,
+        id: u64,
+        key: &[u8],
+    ) -> TreeResult<(Option<Value>, bool), S> {
+        let page = store.load(id)?;
+        match &*page {
+            Page::Leaf(leaf) => {
+                let Ok(at) = leaf.search(key) else { return Ok((None, false)) };
+                let mut leaf = leaf.clone();
+                let (_, value) = leaf.entries.remove(at);
+                let underfull = leaf.encoded_len() < self.max_page_bytes / 4;
+                store.store(id, Page::Leaf(leaf));
+                Ok((Some(value), underfull))
+            }
+            Page::Internal(internal) => {
+                let index = internal.entries.partition_point(|(sep, _)| sep.as_slice() <= key);
+                let child = internal.child_for(key);
+                let (value, child_underfull) = self.delete_in(store, child, key)?;
+                if !child_underfull || internal.entries.is_empty() {
+                    return Ok((value, false));
+                }
+                let mut internal = internal.clone();
+                // Merge the child with its right sibling, or its left one if it is the last.
+                let left_index = if index < internal.entries.len() { index } else { index - 1 };
+                if self.merge_children(store, &mut internal, left_index) {
+                    let underfull = internal.entries.is_empty()
+                        || internal.encoded_len() < self.max_page_bytes / 4;
+                    store.store(id, Page::Internal(internal));
+                    return Ok((value, underfull));
+                }
+                Ok((value, false))
+            }
+        }
+    }
+
+    /// Merges children `left` and `left + 1` of `parent` into the left one when they fit in
+    /// one page; returns whether it did. A sibling that cannot be read is left alone: the
+    /// delete has been made already, and an underfull page is still a valid one.
+    fn merge_children<S: PageStore>(
+        &self,
+        store: &mut S,
+        parent: &mut InternalPage,
+        left: usize,
+    ) -> bool {
+        let left_id = if left == 0 { parent.first_child } else { parent.entries[left - 1].1 };
+        let (separator, right_id) = parent.entries[left].clone();
+        let (Ok(left_page), Ok(right_page)) = (store.load(left_id), store.load(right_id)) else {
+            return false;
+        };
+        let merged = match (Arc::unwrap_or_clone(left_page), Arc::unwrap_or_clone(right_page)) {
+            (Page::Leaf(mut a), Page::Leaf(b)) => {
+                a.merge(b);
+                Page::Leaf(a)
+            }
+            (Page::Internal(mut a), Page::Internal(b)) => {
+                a.merge(separator, b);
+                Page::Internal(a)
+            }
+            // Siblings are at the same depth; a mismatch would be damage. Leave it.
+            _ => return false,
+        };
+        if merged.encoded_len() > self.max_page_bytes {
+            return false;
+        }
+        parent.entries.remove(left);
+        store.store(left_id, merged);
+        store.free(right_id);
+        true
     }
 
     /// Calls `visit` with the entries from `start` on, in key order, until it returns false.

@@ -24,6 +24,9 @@ impl PageStore for MapStore {
         self.next += 1;
         self.next
     }
+    fn free(&mut self, id: u64) {
+        assert!(self.pages.remove(&id).is_some(), "page {id} freed twice");
+    }
 }
 
 /// A store whose every read after the first `budget` fails.
@@ -55,6 +58,9 @@ impl PageStore for FailingStore {
     }
     fn allocate(&mut self) -> u64 {
         self.inner.allocate()
+    }
+    fn free(&mut self, id: u64) {
+        self.inner.free(id);
     }
 }
 
@@ -212,6 +218,15 @@ fn ten_thousand_keys_in_order_and_reversed_make_a_deep_tree_that_finds_them_all(
         let left = check(&tree, &store);
         assert_eq!(left.len(), 5_000);
         assert!(left.iter().all(|(k, _)| k.last().is_some_and(|d| (d - b'0') % 2 == 1)));
+        // Half-empty leaves merged: far fewer pages than before the deletes.
+        let pages_before_last = store.pages.len();
+        for i in (1..10_000u32).step_by(2) {
+            assert!(tree.delete(&mut store, format!("key{i:08}").as_bytes()).unwrap().is_some());
+        }
+        assert!(check(&tree, &store).is_empty());
+        // Everything deleted: the tree is one empty leaf again, and no page is left over.
+        assert_eq!(tree.height(&store).unwrap(), 1);
+        assert_eq!(store.pages.len(), 1, "of {pages_before_last} pages, some were never freed");
     }
 }
 

@@ -14,19 +14,10 @@ use tierkv::meta::Meta;
 use tierkv::page::Value;
 use tierkv::tree::{PageStore, Tree};
 use tierkv_blockstore::{BlockStore, LogStore, StoreOptions};
-use tierkv_io::sim::{seed_from_env, CrashModel, SimFs, TearSize};
+use tierkv_io::sim::{seed_from_env, CrashModel, SimFs};
 use tierkv_io::Storage;
 
-const MODELS: [CrashModel; 8] = [
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::Torn(TearSize::B8),
-    CrashModel::Subset,
-    CrashModel::Prefix,
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::DropAll,
-];
+const MODELS: [CrashModel; 8] = CrashModel::SWEEP;
 
 type State = BTreeMap<Vec<u8>, Value>;
 

@@ -7,7 +7,7 @@ mod log;
 use std::collections::BTreeMap;
 
 use tierkv_blockstore::{BlockId, BlockWrite};
-use tierkv_io::sim::{CrashModel, TearSize};
+use tierkv_io::sim::CrashModel;
 
 /// A payload that names its block and version, of `len` bytes, and compresses somewhat.
 pub fn content(id: BlockId, version: u64, len: usize) -> Vec<u8> {
@@ -28,16 +28,7 @@ pub fn content(id: BlockId, version: u64, len: usize) -> Vec<u8> {
 }
 
 /// Crash models cycled over the images of each crash point of the sweeps.
-pub const MODELS: [CrashModel; 8] = [
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::Torn(TearSize::B8),
-    CrashModel::Subset,
-    CrashModel::Prefix,
-    CrashModel::Torn(TearSize::B512),
-    CrashModel::Torn(TearSize::K4),
-    CrashModel::DropAll,
-];
+pub const MODELS: [CrashModel; 8] = CrashModel::SWEEP;
 
 pub type Content = BTreeMap<BlockId, Vec<u8>>;
 

@@ -157,6 +157,20 @@ impl CrashModel {
         CrashModel::Torn(TearSize::B512),
         CrashModel::Torn(TearSize::K4),
     ];
+
+    /// The models a crash sweep of block-sized writes cycles over the images of each point:
+    /// tears at 512 B and 4 KiB twice as often as the others, then 8 B, subsets, prefixes
+    /// and nothing kept.
+    pub const SWEEP: [CrashModel; 8] = [
+        CrashModel::Torn(TearSize::B512),
+        CrashModel::Torn(TearSize::K4),
+        CrashModel::Torn(TearSize::B8),
+        CrashModel::Subset,
+        CrashModel::Prefix,
+        CrashModel::Torn(TearSize::B512),
+        CrashModel::Torn(TearSize::K4),
+        CrashModel::DropAll,
+    ];
 }
 
 impl fmt::Display for CrashModel {

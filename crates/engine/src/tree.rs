@@ -87,7 +87,7 @@ impl Tree {
         while !splits.is_empty() {
             let root = store.allocate();
             let page = InternalPage { first_child: self.root, entries: splits };
-            splits = self.store_internal(store, root, page);
+            splits = self.store_fitted(store, root, page);
             self.root = root;
         }
         Ok(old)
@@ -112,15 +112,7 @@ impl Tree {
                         None
                     }
                 };
-                let (leaf, rest) = fit_leaf(leaf, self.max_page_bytes);
-                store.store(id, Page::Leaf(leaf));
-                let mut splits = Vec::with_capacity(rest.len());
-                for (separator, page) in rest {
-                    let right = store.allocate();
-                    store.store(right, Page::Leaf(page));
-                    splits.push((separator, right));
-                }
-                Ok((old, splits))
+                Ok((old, self.store_fitted(store, id, leaf)))
             }
             Page::Internal(mut internal) => {
                 let child = internal.child_for(key);
@@ -131,25 +123,25 @@ impl Tree {
                 for (separator, right) in child_splits {
                     internal.insert(separator, right);
                 }
-                Ok((old, self.store_internal(store, id, internal)))
+                Ok((old, self.store_fitted(store, id, internal)))
             }
         }
     }
 
-    /// Stores an internal page as `id`, split into as many pages as it takes to fit; returns
-    /// the separators and ids of the pages after the first.
-    fn store_internal(
+    /// Stores `page` as `id`, split into as many pages as it takes to fit; returns the
+    /// separators and ids of the pages after the first.
+    fn store_fitted<P: Splits>(
         &self,
         store: &mut impl PageStore,
         id: u64,
-        page: InternalPage,
+        page: P,
     ) -> Vec<(Vec<u8>, u64)> {
-        let (page, rest) = fit_internal(page, self.max_page_bytes);
-        store.store(id, Page::Internal(page));
+        let (page, rest) = fit(page, self.max_page_bytes);
+        store.store(id, page.into_page());
         let mut splits = Vec::with_capacity(rest.len());
         for (separator, page) in rest {
             let right = store.allocate();
-            store.store(right, Page::Internal(page));
+            store.store(right, page.into_page());
             splits.push((separator, right));
         }
         splits
@@ -275,31 +267,49 @@ impl Tree {
     }
 }
 
-/// Splits `leaf` until every piece fits `max` bytes or holds one entry: the first piece,
-/// then the others with their separators, in key order.
-fn fit_leaf(mut leaf: LeafPage, max: usize) -> (LeafPage, Vec<(Vec<u8>, LeafPage)>) {
-    if leaf.encoded_len() <= max || leaf.entries.len() < 2 {
-        return (leaf, Vec::new());
-    }
-    let (separator, right) = leaf.split();
-    let (left, mut pieces) = fit_leaf(leaf, max);
-    let (right, right_pieces) = fit_leaf(right, max);
-    pieces.push((separator, right));
-    pieces.extend(right_pieces);
-    (left, pieces)
+/// A page kind that splits when it grows too large.
+trait Splits: Sized {
+    /// Larger than `max` bytes encoded, with entries enough to split.
+    fn too_big(&self, max: usize) -> bool;
+    /// Keeps the lower part; returns the separator and the upper part.
+    fn split_upper(&mut self) -> (Vec<u8>, Self);
+    fn into_page(self) -> Page;
 }
 
-/// `fit_leaf` for internal pages, which split from three separators on.
-fn fit_internal(
-    mut page: InternalPage,
-    max: usize,
-) -> (InternalPage, Vec<(Vec<u8>, InternalPage)>) {
-    if page.encoded_len() <= max || page.entries.len() < 3 {
+impl Splits for LeafPage {
+    fn too_big(&self, max: usize) -> bool {
+        self.encoded_len() > max && self.entries.len() >= 2
+    }
+    fn split_upper(&mut self) -> (Vec<u8>, Self) {
+        self.split()
+    }
+    fn into_page(self) -> Page {
+        Page::Leaf(self)
+    }
+}
+
+/// Internal pages split from three separators on.
+impl Splits for InternalPage {
+    fn too_big(&self, max: usize) -> bool {
+        self.encoded_len() > max && self.entries.len() >= 3
+    }
+    fn split_upper(&mut self) -> (Vec<u8>, Self) {
+        self.split()
+    }
+    fn into_page(self) -> Page {
+        Page::Internal(self)
+    }
+}
+
+/// Splits `page` until every piece fits `max` bytes or cannot split: the first piece, then
+/// the others with their separators, in key order.
+fn fit<P: Splits>(mut page: P, max: usize) -> (P, Vec<(Vec<u8>, P)>) {
+    if !page.too_big(max) {
         return (page, Vec::new());
     }
-    let (separator, right) = page.split();
-    let (left, mut pieces) = fit_internal(page, max);
-    let (right, right_pieces) = fit_internal(right, max);
+    let (separator, right) = page.split_upper();
+    let (left, mut pieces) = fit(page, max);
+    let (right, right_pieces) = fit(right, max);
     pieces.push((separator, right));
     pieces.extend(right_pieces);
     (left, pieces)

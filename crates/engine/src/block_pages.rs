@@ -1,21 +1,27 @@
-//! `BlockPages`: the tree's pages kept in the `PageCache` and stored as blocks of a
-//! `BlockStore`, one page per block, the block id being the page id.
+//! The tree's pages on a block store: [`Pages`], shared by every reader, and
+//! [`BlockPages`], one checkpoint's changes to them.
 //!
-//! A page read that misses the cache reads its block, decodes it (`page::decode`) and caches
-//! it. A page the tree changes is cached as dirty and remembered; `flush` writes every dirty
-//! page in one atomic group of the block store (so a crash keeps all of them or none) and
-//! only then marks them clean, so the cache can evict them. Clean pages leave the cache
-//! under its budget and are read again when needed.
+//! A page is one block of a `BlockStore`, the block id being the page id. [`Pages`] reads
+//! them through the `PageCache`: a read that misses decodes the block (`page::decode`) and
+//! caches it. Page ids are never reused, so a cached page is the page for as long as its id
+//! lives, and many threads read at once without any lock but the cache shard's.
+//!
+//! [`BlockPages`] is the writer's side, copy on write (see `tree`): a page that existed
+//! when the session began (`fresh_from`) is never changed; its new version gets a new id and
+//! the old id is *retired*: readers of older tree versions may still read it, so its block
+//! is deleted only when the engine says no version needs it (`reclaim`). Pages created in the
+//! session are changed in place. `flush` writes every dirty page, the overflow blocks, the
+//! deletions and optionally the meta record in one atomic group of the block store, so a
+//! crash keeps all of them or none, and only then marks the pages clean, so the cache can
+//! evict them.
 //!
 //! A value too large for a leaf goes to overflow blocks (`write_overflow`: 1 MiB each, at
 //! consecutive new ids), written with the next flush, in the same group as the leaf that
-//! points at them; the blocks of a value replaced or deleted are deleted with the next flush
-//! (`free_overflow`).
-//!
-//! Single-threaded for now: the tree takes it by `&mut` (issue 6's concurrency comes later).
+//! points at them; `free_overflow` retires a replaced or deleted value's blocks.
 //!
 //! Must never: evict a dirty page (`Cached::evictable`); acknowledge a flush before the
-//! block store's group is durable; return a page whose block failed to decode.
+//! block store's group is durable; return a page whose block failed to decode; change or
+//! delete a page that existed when the session began, except through `reclaim`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,10 +32,10 @@ use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
 use crate::cache::{Cached, PageCache};
 use crate::meta::{Meta, MetaError, META_BLOCK};
 use crate::page::{self, OverflowRef, Page, PageError};
+use crate::tree::{PageSource, PageStore};
 
 /// Bytes of a value in each of its overflow blocks (the last one holds the rest).
 pub const OVERFLOW_BLOCK_BYTES: usize = 1 << 20;
-use crate::tree::PageStore;
 
 /// Why a page could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -98,31 +104,124 @@ fn weight(page: &Page) -> usize {
     page.encoded_len() + 48 * entries + 64
 }
 
-/// The pages of one tree on a block store (see the module header).
+/// The pages on a block store, read through the page cache; shared by every reader.
+pub struct Pages {
+    blocks: Arc<dyn BlockStore>,
+    cache: PageCache<CachedPage>,
+}
+
+impl Pages {
+    /// Pages on `blocks`, cached in `cache`.
+    pub fn new(blocks: Arc<dyn BlockStore>, cache: PageCache<CachedPage>) -> Pages {
+        Pages { blocks, cache }
+    }
+
+    /// The block store.
+    pub fn blocks(&self) -> &dyn BlockStore {
+        &*self.blocks
+    }
+
+    /// The page cache.
+    pub fn cache(&self) -> &PageCache<CachedPage> {
+        &self.cache
+    }
+
+    /// The value kept in overflow blocks at `overflow`.
+    pub fn read_overflow(&self, overflow: &OverflowRef) -> Result<Vec<u8>, PagesError> {
+        read_overflow(overflow, |id| self.read_block(id))
+    }
+
+    fn read_block(&self, id: u64) -> Result<Vec<u8>, PagesError> {
+        self.blocks
+            .read(BlockId(id))
+            .map_err(|source| PagesError::Block { page: id, source })?
+            .ok_or(PagesError::Missing { page: id })
+    }
+
+    /// Reads the meta record: `None` for a store that never took a checkpoint.
+    pub fn read_meta(&self) -> Result<Option<Meta>, PagesError> {
+        let page = META_BLOCK.0;
+        let Some(bytes) =
+            self.blocks.read(META_BLOCK).map_err(|source| PagesError::Block { page, source })?
+        else {
+            return Ok(None);
+        };
+        Meta::decode(&bytes).map(Some).map_err(|source| PagesError::Meta { source })
+    }
+}
+
+impl PageSource for Pages {
+    type Error = PagesError;
+
+    fn load(&self, id: u64) -> Result<Arc<Page>, PagesError> {
+        if let Some(cached) = self.cache.get(id) {
+            return Ok(Arc::clone(&cached.page));
+        }
+        let bytes = self.read_block(id)?;
+        let page =
+            page::decode(&bytes).map_err(|source| PagesError::Corrupt { page: id, source })?;
+        let cached = CachedPage {
+            weight: weight(&page),
+            page: Arc::new(page),
+            dirty: AtomicBool::new(false),
+        };
+        Ok(Arc::clone(&self.cache.insert(id, Arc::new(cached)).page))
+    }
+}
+
+/// Reads a value's overflow blocks through `read` and checks they add up to it.
+fn read_overflow(
+    overflow: &OverflowRef,
+    mut read: impl FnMut(u64) -> Result<Vec<u8>, PagesError>,
+) -> Result<Vec<u8>, PagesError> {
+    // The length is only a claim until the blocks are read: reserve at most 64 MiB.
+    let mut value = Vec::with_capacity(overflow.len.min(64 << 20) as usize);
+    for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
+        value.extend_from_slice(&read(id)?);
+        if value.len() as u64 > overflow.len {
+            break;
+        }
+    }
+    if value.len() as u64 != overflow.len {
+        return Err(PagesError::Overflow {
+            first: overflow.first,
+            detail: format!("{} bytes in its blocks, {} expected", value.len(), overflow.len),
+        });
+    }
+    Ok(value)
+}
+
+/// One writer's changes to the pages (see the module header).
 pub struct BlockPages<'a> {
-    blocks: &'a dyn BlockStore,
-    cache: &'a PageCache<CachedPage>,
+    pages: &'a Pages,
     /// The pages changed since the last flush (also in the cache, where holding them here
     /// keeps them from being evicted, besides their dirty flag).
     dirty: BTreeMap<u64, Arc<CachedPage>>,
     /// Overflow blocks written since the last flush.
     overflow: BTreeMap<u64, Arc<Vec<u8>>>,
-    /// Overflow blocks to delete with the next flush.
-    freed: BTreeSet<u64>,
+    /// Blocks to delete with the next flush.
+    deleted: BTreeSet<u64>,
+    /// Pages and overflow blocks that existed when the session began and are no longer
+    /// part of the tree it builds.
+    retired: Vec<u64>,
+    /// Ids from here on were created in this session.
+    fresh_from: u64,
     next_id: u64,
 }
 
 impl<'a> BlockPages<'a> {
-    /// Pages on `blocks`, cached in `cache`; new pages get ids from `next_id` on (never
-    /// below `meta::FIRST_PAGE`: block 0 is the meta block).
-    pub fn new(blocks: &'a dyn BlockStore, cache: &'a PageCache<CachedPage>, next_id: u64) -> Self {
+    /// A session on `pages` whose new pages get ids from `next_id` on (never below
+    /// `meta::FIRST_PAGE`: block 0 is the meta block). Every page below `next_id` is
+    /// published: copied on write, never changed.
+    pub fn new(pages: &'a Pages, next_id: u64) -> Self {
         let next_id = next_id.max(crate::meta::FIRST_PAGE);
         BlockPages {
-            blocks,
-            cache,
+            pages,
             dirty: BTreeMap::new(),
             overflow: BTreeMap::new(),
-            freed: BTreeSet::new(),
+            deleted: BTreeSet::new(),
+            retired: Vec::new(),
+            fresh_from: next_id,
             next_id,
         }
     }
@@ -132,9 +231,34 @@ impl<'a> BlockPages<'a> {
         self.next_id
     }
 
+    /// The first id created in this session.
+    pub fn fresh_from(&self) -> u64 {
+        self.fresh_from
+    }
+
     /// Pages changed since the last flush.
     pub fn dirty_count(&self) -> usize {
         self.dirty.len()
+    }
+
+    /// Bytes the dirty pages and unwritten overflow blocks hold.
+    pub fn dirty_bytes(&self) -> usize {
+        self.dirty.values().map(|cached| cached.weight).sum::<usize>()
+            + self.overflow.values().map(|chunk| chunk.len()).sum::<usize>()
+    }
+
+    /// The ids retired so far (see the module header); the caller deletes them with
+    /// `reclaim` once no reader needs them.
+    pub fn take_retired(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.retired)
+    }
+
+    /// Deletes blocks that no tree version needs any more, with the next flush.
+    pub fn reclaim(&mut self, ids: impl IntoIterator<Item = u64>) {
+        for id in ids {
+            self.pages.cache.remove(id);
+            self.deleted.insert(id);
+        }
     }
 
     /// Keeps a value too large for a leaf in overflow blocks: `OVERFLOW_BLOCK_BYTES` a
@@ -153,69 +277,44 @@ impl<'a> BlockPages<'a> {
         OverflowRef { len: value.len() as u64, first, blocks: blocks as u32 }
     }
 
-    /// The value kept in overflow blocks at `overflow`.
+    /// The value kept in overflow blocks at `overflow`, written or not.
     pub fn read_overflow(&self, overflow: &OverflowRef) -> Result<Vec<u8>, PagesError> {
-        // The length is only a claim until the blocks are read: reserve at most 64 MiB.
-        let mut value = Vec::with_capacity(overflow.len.min(64 << 20) as usize);
-        for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
-            match self.overflow.get(&id) {
-                Some(chunk) => value.extend_from_slice(chunk),
-                None => {
-                    let chunk = self
-                        .blocks
-                        .read(BlockId(id))
-                        .map_err(|source| PagesError::Block { page: id, source })?
-                        .ok_or(PagesError::Missing { page: id })?;
-                    value.extend_from_slice(&chunk);
-                }
-            }
-        }
-        if value.len() as u64 != overflow.len {
-            return Err(PagesError::Overflow {
-                first: overflow.first,
-                detail: format!("{} bytes in its blocks, {} expected", value.len(), overflow.len),
-            });
-        }
-        Ok(value)
+        read_overflow(overflow, |id| match self.overflow.get(&id) {
+            Some(chunk) => Ok(chunk.to_vec()),
+            None => self.pages.read_block(id),
+        })
     }
 
-    /// Lets go of a value's overflow blocks (replaced or deleted): blocks not written yet are
-    /// dropped, the others deleted with the next flush.
+    /// Lets go of a value's overflow blocks (replaced or deleted): blocks of this session
+    /// are dropped (or deleted, if a flush wrote them), older ones retired.
     pub fn free_overflow(&mut self, overflow: &OverflowRef) {
         for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
-            if self.overflow.remove(&id).is_none() {
-                self.freed.insert(id);
-            }
+            self.forget(id);
         }
     }
 
-    /// Writes every dirty page in one atomic group and marks them clean once it is durable.
+    /// Drops block `id` from the tree being built.
+    fn forget(&mut self, id: u64) {
+        if id < self.fresh_from {
+            self.retired.push(id);
+            return;
+        }
+        self.pages.cache.remove(id);
+        let unwritten = self.dirty.remove(&id).is_some() | self.overflow.remove(&id).is_some();
+        if !unwritten {
+            // A flush wrote it.
+            self.deleted.insert(id);
+        }
+    }
+
+    /// Writes every dirty page and overflow block and every deletion in one atomic group,
+    /// with the meta record `meta` if given, and marks the pages clean once it is durable.
     /// On an error the pages stay dirty (a later flush may retry).
-    pub fn flush(&mut self) -> Result<(), BlockError> {
-        if self.dirty.is_empty() && self.overflow.is_empty() && self.freed.is_empty() {
+    pub fn flush(&mut self, meta: Option<&Meta>) -> Result<(), BlockError> {
+        let nothing = self.dirty.is_empty() && self.overflow.is_empty() && self.deleted.is_empty();
+        if nothing && meta.is_none() {
             return Ok(());
         }
-        self.write_dirty(None)
-    }
-
-    /// A checkpoint: every dirty page and the meta record `meta` in one atomic group, so
-    /// that after a crash the meta block names a root whose pages are all there.
-    pub fn flush_with_meta(&mut self, meta: &Meta) -> Result<(), BlockError> {
-        self.write_dirty(Some(meta))
-    }
-
-    /// Reads the meta record: `None` for a store that never took a checkpoint.
-    pub fn read_meta(&self) -> Result<Option<Meta>, PagesError> {
-        let page = META_BLOCK.0;
-        let Some(bytes) =
-            self.blocks.read(META_BLOCK).map_err(|source| PagesError::Block { page, source })?
-        else {
-            return Ok(None);
-        };
-        Meta::decode(&bytes).map(Some).map_err(|source| PagesError::Meta { source })
-    }
-
-    fn write_dirty(&mut self, meta: Option<&Meta>) -> Result<(), BlockError> {
         let encoded: Vec<Vec<u8>> =
             self.dirty.values().map(|cached| page::encode(&cached.page)).collect();
         let meta = meta.map(Meta::encode);
@@ -225,52 +324,49 @@ impl<'a> BlockPages<'a> {
             .zip(&encoded)
             .map(|(id, bytes)| BlockWrite::Put(BlockId(*id), bytes))
             .chain(self.overflow.iter().map(|(id, chunk)| BlockWrite::Put(BlockId(*id), chunk)))
-            .chain(self.freed.iter().map(|id| BlockWrite::Delete(BlockId(*id))))
+            .chain(self.deleted.iter().map(|id| BlockWrite::Delete(BlockId(*id))))
             .chain(meta.as_deref().map(|bytes| BlockWrite::Put(META_BLOCK, bytes)))
             .collect();
-        self.blocks.apply_group(&group)?;
+        self.pages.blocks.apply_group(&group)?;
         self.overflow.clear();
-        self.freed.clear();
+        self.deleted.clear();
         for cached in std::mem::take(&mut self.dirty).into_values() {
             cached.dirty.store(false, Ordering::Release);
         }
         // The pages just written may leave now, if the cache needs the room.
-        self.cache.trim();
+        self.pages.cache.trim();
         Ok(())
     }
 }
 
-impl PageStore for BlockPages<'_> {
+impl PageSource for BlockPages<'_> {
     type Error = PagesError;
 
     fn load(&self, id: u64) -> Result<Arc<Page>, PagesError> {
-        if let Some(cached) = self.cache.get(id) {
-            return Ok(Arc::clone(&cached.page));
-        }
-        let bytes = self
-            .blocks
-            .read(BlockId(id))
-            .map_err(|source| PagesError::Block { page: id, source })?
-            .ok_or(PagesError::Missing { page: id })?;
-        let page =
-            page::decode(&bytes).map_err(|source| PagesError::Corrupt { page: id, source })?;
-        let cached = CachedPage {
-            weight: weight(&page),
-            page: Arc::new(page),
-            dirty: AtomicBool::new(false),
-        };
-        Ok(Arc::clone(&self.cache.insert(id, Arc::new(cached)).page))
+        self.pages.load(id)
     }
+}
 
-    fn store(&mut self, id: u64, page: Page) {
+impl PageStore for BlockPages<'_> {
+    /// A page of this session is changed in place; an older one gets a new id, and is
+    /// retired.
+    fn store(&mut self, id: u64, page: Page) -> u64 {
+        let id = if id >= self.fresh_from {
+            id
+        } else {
+            self.retired.push(id);
+            self.allocate()
+        };
         let cached = Arc::new(CachedPage {
             weight: weight(&page),
             page: Arc::new(page),
             dirty: AtomicBool::new(true),
         });
-        self.cache.remove(id);
-        self.cache.insert(id, Arc::clone(&cached));
+        let cache = &self.pages.cache;
+        cache.remove(id);
+        cache.insert(id, Arc::clone(&cached));
         self.dirty.insert(id, cached);
+        id
     }
 
     fn allocate(&mut self) -> u64 {
@@ -279,11 +375,8 @@ impl PageStore for BlockPages<'_> {
         id
     }
 
-    /// The page's block is deleted with the next flush.
     fn free(&mut self, id: u64) {
-        self.cache.remove(id);
-        self.dirty.remove(&id);
-        self.freed.insert(id);
+        self.forget(id);
     }
 }
 

@@ -8,6 +8,8 @@
 
 use tierkv_blockstore::BlockId;
 
+use crate::page::OverflowRef;
+
 /// The block that holds the meta record; page ids start above it.
 pub const META_BLOCK: BlockId = BlockId(0);
 
@@ -15,10 +17,10 @@ pub const META_BLOCK: BlockId = BlockId(0);
 pub const FIRST_PAGE: u64 = 1;
 
 const MAGIC: [u8; 8] = *b"TKVMETA\x01";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// Bytes of an encoded meta record.
-pub const META_BYTES: usize = 48;
+pub const META_BYTES: usize = 72;
 
 /// What a checkpoint leaves behind for the next open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +31,15 @@ pub struct Meta {
     pub next_page: u64,
     /// Pages larger than this (encoded) split.
     pub max_page_bytes: u32,
-    /// The checkpoint's sequence number (the log position it covers, once there is a log).
+    /// The checkpoint's sequence number: every log record up to it is in the tree.
     pub sequence: u64,
+    /// Blocks from this id up to `next_page` are not part of the tree: a checkpoint that
+    /// had written some of its pages when it stopped. Deleted by the next checkpoint.
+    pub orphans_from: u64,
+    /// Where the list of retired blocks is kept (u64 ids, little-endian): blocks an older
+    /// tree version used, not deleted yet because a reader might still have needed them.
+    /// No reader survives a restart, so the next checkpoint deletes them (and the list).
+    pub free_list: Option<OverflowRef>,
 }
 
 /// Why a meta block does not decode.
@@ -48,7 +57,12 @@ impl Meta {
         out.extend_from_slice(&self.root.to_le_bytes());
         out.extend_from_slice(&self.next_page.to_le_bytes());
         out.extend_from_slice(&self.sequence.to_le_bytes());
-        out.extend_from_slice(&[0u8; 8]);
+        out.extend_from_slice(&self.orphans_from.to_le_bytes());
+        let list = self.free_list.unwrap_or(OverflowRef { len: 0, first: 0, blocks: 0 });
+        out.extend_from_slice(&list.len.to_le_bytes());
+        out.extend_from_slice(&list.first.to_le_bytes());
+        out.extend_from_slice(&list.blocks.to_le_bytes());
+        out.extend_from_slice(&[0u8; 4]);
         debug_assert_eq!(out.len(), META_BYTES);
         out
     }
@@ -73,13 +87,16 @@ impl Meta {
         if version != VERSION {
             return Err(MetaError(format!("unknown version {version}")));
         }
+        let list = OverflowRef { len: u64_at(48), first: u64_at(56), blocks: u32_at(64) };
         let meta = Meta {
             max_page_bytes: u32_at(12),
             root: u64_at(16),
             next_page: u64_at(24),
             sequence: u64_at(32),
+            orphans_from: u64_at(40),
+            free_list: (list.blocks != 0).then_some(list),
         };
-        if bytes[40..48] != [0u8; 8] {
+        if bytes[68..72] != [0u8; 4] {
             return Err(MetaError("reserved bytes are not zero".into()));
         }
         if meta.root < FIRST_PAGE || meta.next_page <= meta.root {
@@ -87,6 +104,23 @@ impl Meta {
                 "root {} and next page {} are not a valid pair",
                 meta.root, meta.next_page
             )));
+        }
+        if !(FIRST_PAGE..=meta.next_page).contains(&meta.orphans_from) {
+            return Err(MetaError(format!(
+                "orphans from {} lie outside the pages 1..{}",
+                meta.orphans_from, meta.next_page
+            )));
+        }
+        if let Some(list) = meta.free_list {
+            let end = list.first.checked_add(u64::from(list.blocks));
+            if list.first < FIRST_PAGE || end.is_none_or(|end| end > meta.next_page) {
+                return Err(MetaError(format!(
+                    "the free list's {} blocks from {} lie outside the pages 1..{}",
+                    list.blocks, list.first, meta.next_page
+                )));
+            }
+        } else if list.len != 0 || list.first != 0 {
+            return Err(MetaError("an empty free list with a length or a place".into()));
         }
         if meta.max_page_bytes < 64 {
             return Err(MetaError(format!("page size {} too small", meta.max_page_bytes)));
@@ -101,26 +135,40 @@ mod tests {
 
     #[test]
     fn a_record_round_trips_and_every_damaged_byte_is_caught_or_harmless() {
-        let meta = Meta { root: 17, next_page: 90, max_page_bytes: 16384, sequence: 5 };
-        let bytes = meta.encode();
-        assert_eq!(Meta::decode(&bytes), Ok(meta));
-        for at in 0..bytes.len() {
-            for bit in 0..8 {
-                let mut damaged = bytes.clone();
-                damaged[at] ^= 1 << bit;
-                // A flip in a field may give another valid record (the block checksum
-                // catches those); it never panics, and the magic, version and reserved
-                // bytes are always checked.
-                let result = Meta::decode(&damaged);
-                if !(12..40).contains(&at) {
-                    assert!(result.is_err(), "flip at {at} bit {bit} accepted");
+        let list = OverflowRef { len: 800, first: 80, blocks: 1 };
+        for free_list in [None, Some(list)] {
+            let meta = Meta {
+                root: 17,
+                next_page: 90,
+                max_page_bytes: 16384,
+                sequence: 5,
+                orphans_from: 85,
+                free_list,
+            };
+            let bytes = meta.encode();
+            assert_eq!(Meta::decode(&bytes), Ok(meta));
+            for at in 0..bytes.len() {
+                for bit in 0..8 {
+                    let mut damaged = bytes.clone();
+                    damaged[at] ^= 1 << bit;
+                    // A flip in a field may give another valid record (the block checksum
+                    // catches those); it never panics, and the magic, version and reserved
+                    // bytes are always checked.
+                    let result = Meta::decode(&damaged);
+                    if !(12..68).contains(&at) {
+                        assert!(result.is_err(), "flip at {at} bit {bit} accepted");
+                    }
                 }
             }
+            assert!(Meta::decode(&bytes[..40]).is_err());
+            for bad in [
+                Meta { root: 0, ..meta },
+                Meta { next_page: 17, ..meta },
+                Meta { orphans_from: 91, ..meta },
+                Meta { free_list: Some(OverflowRef { first: 89, blocks: 2, ..list }), ..meta },
+            ] {
+                assert!(Meta::decode(&bad.encode()).is_err(), "{bad:?} accepted");
+            }
         }
-        assert!(Meta::decode(&bytes[..40]).is_err());
-        let bad = Meta { root: 0, ..meta }.encode();
-        assert!(Meta::decode(&bad).is_err());
-        let bad = Meta { next_page: 17, ..meta }.encode();
-        assert!(Meta::decode(&bad).is_err());
     }
 }

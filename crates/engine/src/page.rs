@@ -156,12 +156,34 @@ pub struct InternalPage {
 impl InternalPage {
     /// The child whose key range holds `key`.
     pub fn child_for(&self, key: &[u8]) -> u64 {
-        // The number of separators at or below `key`.
-        let at = self.entries.partition_point(|(separator, _)| separator.as_slice() <= key);
-        match at {
+        self.child_at(self.child_index(key))
+    }
+
+    /// The index of the child whose key range holds `key`: 0 for `first_child`, `n` for
+    /// the child of the `n`-th separator.
+    pub fn child_index(&self, key: &[u8]) -> usize {
+        self.entries.partition_point(|(separator, _)| separator.as_slice() <= key)
+    }
+
+    /// The child at `index` (as `child_index` numbers them).
+    pub fn child_at(&self, index: usize) -> u64 {
+        match index {
             0 => self.first_child,
             n => self.entries[n - 1].1,
         }
+    }
+
+    /// Points the child at `index` at page `id` (a new version of the child).
+    pub fn set_child(&mut self, index: usize, id: u64) {
+        match index {
+            0 => self.first_child = id,
+            n => self.entries[n - 1].1 = id,
+        }
+    }
+
+    /// How many children the page has.
+    pub fn children(&self) -> usize {
+        self.entries.len() + 1
     }
 
     /// Bytes of the encoded page.

@@ -1,6 +1,7 @@
 //! Crash sweep of the tree's checkpoints on the simulated file system: a tree on a log
-//! store takes puts and deletes, and every 25 operations a checkpoint writes its dirty pages
-//! and the meta block in one atomic group. A crash at every I/O point (16 images each: torn
+//! store takes puts and deletes, copied on write, and every 25 operations a checkpoint
+//! writes its dirty pages, the deletion of the pages they replaced, and the meta block in
+//! one atomic group. A crash at every I/O point (16 images each: torn
 //! writes at 8 B, 512 B and 4 KiB, subsets, prefixes, nothing) must leave exactly the
 //! contents of some checkpoint at or after the last one acknowledged before the crash.
 //!
@@ -8,12 +9,14 @@
 
 use std::collections::BTreeMap;
 
-use tierkv::block_pages::BlockPages;
+use std::sync::Arc;
+
+use tierkv::block_pages::{BlockPages, Pages, PagesError};
 use tierkv::cache::PageCache;
 use tierkv::meta::Meta;
 use tierkv::page::Value;
-use tierkv::tree::{PageStore, Tree};
-use tierkv_blockstore::{BlockStore, LogStore, StoreOptions};
+use tierkv::tree::{PageSource, Tree};
+use tierkv_blockstore::{LogStore, StoreOptions};
 use tierkv_io::sim::{seed_from_env, CrashModel, SimFs};
 use tierkv_io::Storage;
 
@@ -26,7 +29,7 @@ fn options() -> StoreOptions {
     StoreOptions { segment_bytes: 64 << 10, background_cleaning: false, ..StoreOptions::default() }
 }
 
-fn contents(tree: &Tree, pages: &impl PageStore<Error = tierkv::block_pages::PagesError>) -> State {
+fn contents(tree: &Tree, pages: &impl PageSource<Error = PagesError>) -> State {
     let mut found = State::new();
     tree.scan(pages, b"", &mut |k, v| {
         found.insert(k.to_vec(), v.clone());
@@ -48,8 +51,8 @@ fn every_crash_leaves_a_whole_checkpoint() {
     let mut checkpoints: Vec<(u64, State)> = vec![(0, State::new())];
     {
         let blocks = LogStore::open(&storage, dir, options()).expect("open");
-        let cache = PageCache::new(16 << 10, 1);
-        let mut pages = BlockPages::new(&blocks, &cache, 1);
+        let shared = Pages::new(Arc::new(blocks), PageCache::new(16 << 10, 1));
+        let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 512);
         let mut model = State::new();
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -69,11 +72,19 @@ fn every_crash_leaves_a_whole_checkpoint() {
                     next_page: pages.next_id(),
                     max_page_bytes: 512,
                     sequence: op as u64,
+                    orphans_from: pages.next_id(),
+                    free_list: None,
                 };
-                pages.flush_with_meta(&meta).expect("checkpoint");
+                // No reader holds an older version: what this checkpoint replaced goes now.
+                let retired = pages.take_retired();
+                pages.reclaim(retired);
+                pages.flush(Some(&meta)).expect("checkpoint");
                 checkpoints.push((fs.op_count(), model.clone()));
+                pages = BlockPages::new(&shared, meta.next_page);
             }
         }
+        drop(pages);
+        let blocks = shared.blocks();
         blocks.close().expect("close");
     }
     let ops_total = fs.op_count();
@@ -89,12 +100,10 @@ fn every_crash_leaves_a_whole_checkpoint() {
             let storage = Storage::Sim(replay.image(model, image_seed));
             let blocks = LogStore::open(&storage, dir, options())
                 .unwrap_or_else(|e| panic!("recovery: {e}: {context}"));
-            let cache = PageCache::new(16 << 10, 1);
-            let probe = BlockPages::new(&blocks, &cache, 1);
-            let found = match probe.read_meta().unwrap_or_else(|e| panic!("meta: {e}: {context}")) {
+            let pages = Pages::new(Arc::new(blocks), PageCache::new(16 << 10, 1));
+            let found = match pages.read_meta().unwrap_or_else(|e| panic!("meta: {e}: {context}")) {
                 None => State::new(),
                 Some(meta) => {
-                    let pages = BlockPages::new(&blocks, &cache, meta.next_page);
                     let tree =
                         Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
                     contents(&tree, &pages)

@@ -376,6 +376,23 @@ impl Wal {
         }
     }
 
+    /// Returns once every record up to `lsn` is durable, leading or joining a group-commit
+    /// round (a record appended with `Durability::None` or `Buffered`, made durable later).
+    pub fn sync_to(&self, lsn: Lsn) -> Result<(), WalError> {
+        let shared = &*self.shared;
+        match shared.options.backend {
+            Backend::File => {
+                if shared.durable_now.load(Ordering::Acquire) >= lsn.0 {
+                    return Ok(());
+                }
+                let state = shared.lock();
+                let target = lsn.min(Lsn(state.next_lsn.0 - 1));
+                shared.wait_durable(state, target)
+            }
+            Backend::Pmem => shared.check_open(&shared.lock()),
+        }
+    }
+
     /// Deletes the segments whose records all have LSNs below `lsn` (for example, once a
     /// checkpoint has made them unneeded). The active segment, and the last segment holding a
     /// record, are never deleted. Returns how many segments were deleted.

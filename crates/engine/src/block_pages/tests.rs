@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use tierkv_blockstore::{LogStore, StoreOptions};
 use tierkv_io::Storage;
@@ -8,11 +9,26 @@ use crate::page::OverflowRef;
 use crate::page::Value;
 use crate::tree::Tree;
 
+fn shared(blocks: LogStore, budget: usize) -> Pages {
+    Pages::new(Arc::new(blocks), PageCache::new(budget, 2))
+}
+
+fn meta(tree: &Tree, pages: &BlockPages<'_>, sequence: u64) -> Meta {
+    Meta {
+        root: tree.root,
+        next_page: pages.next_id(),
+        max_page_bytes: tree.max_page_bytes as u32,
+        sequence,
+        orphans_from: pages.next_id(),
+        free_list: None,
+    }
+}
+
 fn key(i: u32) -> Vec<u8> {
     format!("key{:06}", (i.wrapping_mul(2_654_435_761)) % 1_000_000).into_bytes()
 }
 
-fn all(tree: &Tree, pages: &BlockPages<'_>) -> Vec<(Vec<u8>, Value)> {
+fn all(tree: &Tree, pages: &impl PageSource<Error = PagesError>) -> Vec<(Vec<u8>, Value)> {
     let mut found = Vec::new();
     tree.scan(pages, b"", &mut |k, v| {
         found.push((k.to_vec(), v.clone()));
@@ -33,8 +49,9 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
     let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
     let (root, next_id, stats) = {
         let blocks = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
-        let cache = PageCache::new(budget, 2);
-        let mut pages = BlockPages::new(&blocks, &cache, 1);
+        let shared = shared(blocks, budget);
+        let cache = shared.cache();
+        let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 1024);
         for i in 0..6_000u32 {
             let value = Value::Inline(i.to_le_bytes().repeat(4));
@@ -46,13 +63,13 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
                 assert_eq!(old, model.insert(key(i), value));
             }
             if i % 250 == 249 {
-                pages.flush().expect("flush");
+                pages.flush(None).expect("flush");
                 assert_eq!(pages.dirty_count(), 0);
                 // Only clean pages are left over the budget's worth: nothing is held.
                 assert!(cache.used_bytes() <= budget, "{} bytes cached", cache.used_bytes());
             }
         }
-        pages.flush().expect("flush");
+        pages.flush(None).expect("flush");
         assert_eq!(all(&tree, &pages), model.clone().into_iter().collect::<Vec<_>>());
         (tree.root, pages.next_id(), cache.stats())
     };
@@ -60,9 +77,9 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
     assert!(stats.misses > 100, "{stats:?}: no page was read back from its block");
 
     let blocks = LogStore::open(&Storage::Os, dir.path(), options).expect("reopen");
-    let cache = PageCache::new(budget, 2);
-    let pages = BlockPages::new(&blocks, &cache, next_id);
+    let pages = shared(blocks, budget);
     let tree = Tree { root, max_page_bytes: 1024 };
+    assert!(next_id > root);
     assert!(tree.height(&pages).expect("height") >= 3);
     assert_eq!(all(&tree, &pages), model.into_iter().collect::<Vec<_>>());
 }
@@ -71,9 +88,8 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
 fn a_damaged_or_missing_page_is_a_typed_error() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
-    let cache = PageCache::new(1 << 20, 1);
     blocks.write_group(&[(BlockId(7), b"not a page")]).expect("write");
-    let pages = BlockPages::new(&blocks, &cache, 100);
+    let pages = shared(blocks, 1 << 20);
     match pages.load(7) {
         Err(PagesError::Corrupt { page: 7, source }) => {
             assert!(source.to_string().contains("unknown page format version"), "{source}")
@@ -91,8 +107,9 @@ fn dirty_pages_never_leave_the_cache_before_a_flush() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
     // A cache far too small for the tree: without the dirty rule its pages would be gone.
-    let cache = PageCache::new(4 << 10, 1);
-    let mut pages = BlockPages::new(&blocks, &cache, 1);
+    let shared = Pages::new(Arc::new(blocks), PageCache::new(4 << 10, 1));
+    let cache = shared.cache();
+    let mut pages = BlockPages::new(&shared, 1);
     let mut tree = Tree::create(&mut pages, 512);
     for i in 0..2_000u32 {
         tree.put(&mut pages, &key(i), Value::Inline(vec![1; 30])).expect("put");
@@ -101,7 +118,7 @@ fn dirty_pages_never_leave_the_cache_before_a_flush() {
     assert!(cache.stats().over_budget > 0, "the cache says it could not make room");
     // Nothing has been written yet, so every page must come from the cache.
     assert_eq!(all(&tree, &pages).len(), 2_000);
-    pages.flush().expect("flush");
+    pages.flush(None).expect("flush");
     // Now clean, they leave at once (the flush trims the cache), and are read back from
     // their blocks when needed.
     assert!(cache.used_bytes() <= 4 << 10, "{} bytes still cached", cache.used_bytes());
@@ -117,8 +134,8 @@ fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_re
     let (meta, old) = {
         let blocks =
             LogStore::open(&Storage::Os, dir.path(), StoreOptions::default()).expect("open");
-        let cache = PageCache::new(1 << 20, 1);
-        let mut pages = BlockPages::new(&blocks, &cache, 1);
+        let shared = shared(blocks, 1 << 20);
+        let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 4096);
         let overflow = pages.write_overflow(&big);
         assert_eq!((overflow.len, overflow.blocks), (big.len() as u64, 65));
@@ -126,48 +143,75 @@ fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_re
         tree.put(&mut pages, b"small", Value::Inline(b"s".to_vec())).expect("put");
         // Before the flush it is read from memory.
         assert!(pages.read_overflow(&overflow).expect("read") == big);
-        let meta =
-            Meta { root: tree.root, next_page: pages.next_id(), max_page_bytes: 4096, sequence: 1 };
-        pages.flush_with_meta(&meta).expect("checkpoint");
+        let meta = meta(&tree, &pages, 1);
+        pages.flush(Some(&meta)).expect("checkpoint");
         (meta, overflow)
     };
     let blocks = LogStore::open(&Storage::Os, dir.path(), StoreOptions::default()).expect("reopen");
-    let cache = PageCache::new(1 << 20, 1);
-    let mut pages = BlockPages::new(&blocks, &cache, meta.next_page);
-    assert_eq!(pages.read_meta().expect("meta"), Some(meta));
+    let shared = shared(blocks, 1 << 20);
+    assert_eq!(shared.read_meta().expect("meta"), Some(meta));
+    let mut pages = BlockPages::new(&shared, meta.next_page);
     let mut tree = Tree { root: meta.root, max_page_bytes: 4096 };
     let Some(Value::Overflow(found)) = tree.get(&pages, b"big").expect("get") else {
         panic!("the big value is not an overflow reference");
     };
     assert_eq!(found, old);
-    assert!(pages.read_overflow(&found).expect("read back") == big);
-    // Replace it: its blocks go with the next flush.
+    assert!(shared.read_overflow(&found).expect("read back") == big);
+    // Replace it: its blocks were published, so they are retired, and deleted once reclaimed.
     let replaced = tree.put(&mut pages, b"big", Value::Inline(b"now small".to_vec())).expect("put");
     assert_eq!(replaced, Some(Value::Overflow(old)));
     pages.free_overflow(&old);
-    pages.flush().expect("flush");
+    let retired = pages.take_retired();
+    assert!(retired.len() >= 66, "the 65 blocks and the old root: {retired:?}");
+    pages.flush(None).expect("flush");
+    assert!(shared.read_overflow(&old).expect("still there for older readers") == big);
+    pages.reclaim(retired);
+    pages.flush(None).expect("flush");
     for id in old.first..old.first + u64::from(old.blocks) {
-        assert_eq!(blocks.read(BlockId(id)).expect("read"), None, "block {id} was not freed");
+        let read = shared.blocks().read(BlockId(id)).expect("read");
+        assert_eq!(read, None, "block {id} was not freed");
     }
-    assert!(matches!(pages.read_overflow(&old), Err(PagesError::Missing { .. })));
-    let wrong = OverflowRef { len: 5, first: meta.root, blocks: 1 };
-    assert!(matches!(pages.read_overflow(&wrong), Err(PagesError::Overflow { .. })));
+    assert!(matches!(shared.read_overflow(&old), Err(PagesError::Missing { .. })));
+    let wrong = OverflowRef { len: 5, first: tree.root, blocks: 1 };
+    assert!(matches!(shared.read_overflow(&wrong), Err(PagesError::Overflow { .. })));
+}
+
+#[test]
+fn pages_of_this_session_change_in_place_and_older_ones_are_copied() {
+    let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
+    let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
+    let shared = shared(blocks, 1 << 20);
+    let mut pages = BlockPages::new(&shared, 1);
+    let mut tree = Tree::create(&mut pages, 4096);
+    let first_root = tree.root;
+    tree.put(&mut pages, b"a", Value::Inline(b"1".to_vec())).expect("put");
+    assert_eq!(tree.root, first_root, "a page of this session keeps its id");
+    pages.flush(None).expect("flush");
+    let published = tree.clone();
+    let mut pages = BlockPages::new(&shared, pages.next_id());
+    tree.put(&mut pages, b"a", Value::Inline(b"2".to_vec())).expect("put");
+    assert_ne!(tree.root, first_root, "a published page is copied");
+    assert_eq!(pages.take_retired(), vec![first_root]);
+    assert_eq!(published.get(&shared, b"a").expect("get"), Some(Value::Inline(b"1".to_vec())));
+    assert_eq!(tree.get(&pages, b"a").expect("get"), Some(Value::Inline(b"2".to_vec())));
 }
 
 #[test]
 fn an_overflow_value_freed_before_its_flush_is_never_written() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
-    let cache = PageCache::new(1 << 20, 1);
-    let mut pages = BlockPages::new(&blocks, &cache, 1);
+    let shared = shared(blocks, 1 << 20);
+    let mut pages = BlockPages::new(&shared, 1);
     let overflow = pages.write_overflow(&vec![9u8; 3 << 20]);
     let empty = pages.write_overflow(b"");
     assert_eq!((empty.len, empty.blocks), (0, 1));
     assert_eq!(pages.read_overflow(&empty).expect("read"), Vec::<u8>::new());
     pages.free_overflow(&overflow);
-    pages.flush().expect("flush");
+    pages.flush(None).expect("flush");
     for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
-        assert_eq!(blocks.read(BlockId(id)).expect("read"), None);
+        assert_eq!(shared.blocks().read(BlockId(id)).expect("read"), None);
     }
-    assert_eq!(blocks.stats().payload_bytes, 0, "the freed value's bytes were written");
+    assert!(pages.take_retired().is_empty());
+    let written = shared.blocks().stats().payload_bytes;
+    assert!(written < 100, "the freed value's bytes were written: {written}");
 }

@@ -12,13 +12,17 @@ struct MapStore {
     next: u64,
 }
 
-impl PageStore for MapStore {
+impl PageSource for MapStore {
     type Error = Infallible;
     fn load(&self, id: u64) -> Result<Arc<Page>, Infallible> {
         Ok(Arc::clone(self.pages.get(&id).expect("a page the tree points at exists")))
     }
-    fn store(&mut self, id: u64, page: Page) {
+}
+
+impl PageStore for MapStore {
+    fn store(&mut self, id: u64, page: Page) -> u64 {
         self.pages.insert(id, Arc::new(page));
+        id
     }
     fn allocate(&mut self) -> u64 {
         self.next += 1;
@@ -47,14 +51,17 @@ impl FailingStore {
     }
 }
 
-impl PageStore for FailingStore {
+impl PageSource for FailingStore {
     type Error = String;
     fn load(&self, id: u64) -> Result<Arc<Page>, String> {
         self.spend()?;
         Ok(self.inner.load(id).unwrap_or_else(|never| match never {}))
     }
-    fn store(&mut self, id: u64, page: Page) {
-        self.inner.store(id, page);
+}
+
+impl PageStore for FailingStore {
+    fn store(&mut self, id: u64, page: Page) -> u64 {
+        self.inner.store(id, page)
     }
     fn allocate(&mut self) -> u64 {
         self.inner.allocate()
@@ -64,10 +71,59 @@ impl PageStore for FailingStore {
     }
 }
 
+/// Pages copied on write: a page stored before the last `publish` is never changed; its
+/// new version gets a new id, and the old one stays (as the engine keeps it for snapshots).
+#[derive(Default)]
+struct CowStore {
+    pages: HashMap<u64, Arc<Page>>,
+    next: u64,
+    /// Ids from here on were created since the last publish.
+    fresh_from: u64,
+    /// Pages replaced or freed since they were published.
+    retired: Vec<u64>,
+}
+
+impl CowStore {
+    fn publish(&mut self) {
+        self.fresh_from = self.next + 1;
+    }
+}
+
+impl PageSource for CowStore {
+    type Error = Infallible;
+    fn load(&self, id: u64) -> Result<Arc<Page>, Infallible> {
+        Ok(Arc::clone(self.pages.get(&id).expect("a page the tree points at exists")))
+    }
+}
+
+impl PageStore for CowStore {
+    fn store(&mut self, id: u64, page: Page) -> u64 {
+        let id = if id >= self.fresh_from {
+            id
+        } else {
+            self.retired.push(id);
+            self.allocate()
+        };
+        self.pages.insert(id, Arc::new(page));
+        id
+    }
+    fn allocate(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+    fn free(&mut self, id: u64) {
+        if id >= self.fresh_from {
+            assert!(self.pages.remove(&id).is_some(), "page {id} freed twice");
+        } else {
+            self.retired.push(id);
+        }
+    }
+}
+
 /// Checks the tree's shape: every leaf at the same depth, every key within the bounds its
 /// parents' separators give it, keys ascending overall, and no page over the limit that
 /// could split. Returns the entries in order.
-fn check(tree: &Tree, store: &MapStore) -> Vec<(Vec<u8>, Value)> {
+fn check(tree: &Tree, store: &impl PageSource<Error = Infallible>) -> Vec<(Vec<u8>, Value)> {
     let mut checker =
         Checker { store, max: tree.max_page_bytes, leaf_depth: None, out: Vec::new() };
     checker.walk(tree.root, None, None, 0);
@@ -76,14 +132,14 @@ fn check(tree: &Tree, store: &MapStore) -> Vec<(Vec<u8>, Value)> {
     out
 }
 
-struct Checker<'a> {
-    store: &'a MapStore,
+struct Checker<'a, S> {
+    store: &'a S,
     max: usize,
     leaf_depth: Option<usize>,
     out: Vec<(Vec<u8>, Value)>,
 }
 
-impl Checker<'_> {
+impl<S: PageSource<Error = Infallible>> Checker<'_, S> {
     /// Walks the subtree at `id`, whose keys must lie in `low..high`.
     fn walk(&mut self, id: u64, low: Option<&[u8]>, high: Option<&[u8]>, depth: usize) {
         match Arc::unwrap_or_clone(self.store.load(id).unwrap_or_else(|never| match never {})) {
@@ -122,6 +178,7 @@ enum Op {
     Delete(Vec<u8>),
     Get(Vec<u8>),
     Scan(Vec<u8>, usize),
+    ScanBack(Option<Vec<u8>>, usize),
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -138,6 +195,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => key().prop_map(Op::Delete),
         1 => key().prop_map(Op::Get),
         1 => (key(), 0usize..20).prop_map(|(k, n)| Op::Scan(k, n)),
+        1 => (prop::option::of(key()), 0usize..20).prop_map(|(k, n)| Op::ScanBack(k, n)),
     ]
 }
 
@@ -174,6 +232,24 @@ proptest! {
                     .unwrap();
                     let want: Vec<(Vec<u8>, Value)> = model
                         .range(start..)
+                        .take(limit.max(1))
+                        .map(|(k, v)| (k.clone(), Value::Inline(v.clone())))
+                        .collect();
+                    prop_assert_eq!(got, want);
+                }
+                Op::ScanBack(end, limit) => {
+                    let mut got = Vec::new();
+                    tree.scan_back(&store, end.as_deref(), &mut |k, v| {
+                        got.push((k.to_vec(), v.clone()));
+                        got.len() < limit
+                    })
+                    .unwrap();
+                    let range = match &end {
+                        Some(end) => model.range::<Vec<u8>, _>(..end),
+                        None => model.range::<Vec<u8>, _>(..),
+                    };
+                    let want: Vec<(Vec<u8>, Value)> = range
+                        .rev()
                         .take(limit.max(1))
                         .map(|(k, v)| (k.clone(), Value::Inline(v.clone())))
                         .collect();
@@ -280,4 +356,64 @@ fn a_failed_read_changes_nothing() {
         n += 1;
     }
     assert!(n > 400, "the workload made only {n} reads");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Copy on write: after every round of changes (a "checkpoint"), each earlier version of
+    /// the tree still reads exactly as it did when it was published, and the pages a round
+    /// replaced are exactly the ones no later version reaches.
+    #[test]
+    fn every_published_version_stays_readable(
+        rounds in prop::collection::vec(prop::collection::vec(op(), 1..60), 1..8),
+        max in 96usize..300,
+    ) {
+        let mut store = CowStore::default();
+        let mut tree = Tree::create(&mut store, max);
+        store.publish();
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut versions: Vec<(Tree, BTreeMap<Vec<u8>, Vec<u8>>)> = Vec::new();
+        for round in rounds {
+            for op in round {
+                match op {
+                    Op::Put(k, v) => {
+                        tree.put(&mut store, &k, Value::Inline(v.clone())).unwrap();
+                        model.insert(k, v);
+                    }
+                    Op::Delete(k) => {
+                        tree.delete(&mut store, &k).unwrap();
+                        model.remove(&k);
+                    }
+                    _ => {}
+                }
+            }
+            store.publish();
+            versions.push((tree.clone(), model.clone()));
+            for (version, want) in &versions {
+                let got: Vec<(Vec<u8>, Vec<u8>)> = check(version, &store)
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        Value::Inline(v) => (k, v),
+                        Value::Overflow(_) => unreachable!("only inline values here"),
+                    })
+                    .collect();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = want.clone().into_iter().collect();
+                prop_assert_eq!(got, want);
+            }
+        }
+        // No page of the newest version was retired.
+        let mut live = Vec::new();
+        collect_pages(&store, tree.root, &mut live);
+        prop_assert!(live.iter().all(|id| !store.retired.contains(id)));
+    }
+}
+
+fn collect_pages(store: &CowStore, id: u64, out: &mut Vec<u64>) {
+    out.push(id);
+    if let Page::Internal(internal) = &*store.load(id).unwrap_or_else(|never| match never {}) {
+        for index in 0..internal.children() {
+            collect_pages(store, internal.child_at(index), out);
+        }
+    }
 }

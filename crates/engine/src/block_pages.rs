@@ -339,6 +339,16 @@ impl<'a> BlockPages<'a> {
     }
 }
 
+impl Drop for BlockPages<'_> {
+    /// Pages never written (a session given up after an error) leave the cache: nothing
+    /// points at them.
+    fn drop(&mut self) {
+        for id in self.dirty.keys() {
+            self.pages.cache.remove(*id);
+        }
+    }
+}
+
 impl PageSource for BlockPages<'_> {
     type Error = PagesError;
 

@@ -358,6 +358,8 @@ fn a_failed_read_changes_nothing() {
     assert!(n > 400, "the workload made only {n} reads");
 }
 
+type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -373,7 +375,7 @@ proptest! {
         let mut tree = Tree::create(&mut store, max);
         store.publish();
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let mut versions: Vec<(Tree, BTreeMap<Vec<u8>, Vec<u8>>)> = Vec::new();
+        let mut versions: Vec<(Tree, Contents)> = Vec::new();
         for round in rounds {
             for op in round {
                 match op {

@@ -1,0 +1,1078 @@
+//! `Db`: the store. Writes go to the log and the memtable; checkpoints move the memtable
+//! into the B+tree, copy on write, and write the changed pages as one atomic group.
+//!
+//! **Write path.** A write (a `WriteBatch`; `put` and `delete` are batches of one) is
+//! appended to the log, which gives it its sequence number (the LSN), and inserted into the
+//! mutable memtable under that number. For `Sync` the writer then waits for the log to make
+//! it durable (group commit: one fdatasync for every writer waiting at that moment, or no
+//! system call at all on the pmem backend). Only then is it *published*: the visible
+//! sequence number passes it once every earlier write is published too, so readers see
+//! writes in log order and a batch all at once. No lock is held across the log's I/O but
+//! `switch`, which writers share and only a checkpoint's freeze takes alone (briefly,
+//! with no I/O under it).
+//!
+//! **Read path.** A reader takes the current `Version` (the memtables and the tree's root)
+//! and the visible sequence number together, under a read lock held for two loads: a
+//! snapshot. It looks in the memtables for the newest version at or below its sequence and
+//! then in the tree. Tree pages come from the page cache or are read from their blocks by
+//! the reader itself. Readers never wait for a writer's I/O or fsync.
+//!
+//! **Checkpoints** (background thread, on a memtable size, log size or time trigger, or on
+//! demand): freeze the mutable memtable (a new one takes the writes; the frozen one stays
+//! readable), make the log durable up to the freeze point `F`, apply the frozen memtable's
+//! newest versions to a copy-on-write tree (values over a quarter page go to overflow
+//! blocks), and write its pages, the deletion of blocks no reader needs any more, and the
+//! meta record (root, `F`) in one atomic group. Then the new version is published and the
+//! log is truncated below `F`. A checkpoint whose dirty pages outgrow a quarter of the
+//! cache writes them early, as groups of their own; the meta block marks those blocks as
+//! orphans until the checkpoint's own group lands, so a crash leaks nothing.
+//!
+//! **Old pages.** A page a checkpoint replaces is *retired*, not deleted: snapshots of the
+//! older tree may still read it. Each tree version has an `Epoch`, held by every `Version`
+//! (and so every snapshot) of it; a checkpoint deletes the blocks retired by later
+//! checkpoints once every older epoch is gone. Retired blocks not yet deleted are listed in
+//! the meta record, so that a restart (which has no readers) deletes them.
+//!
+//! **Recovery** (`Db::open`): the meta block gives the tree; log records after its sequence
+//! number are replayed into the memtable. A failed write, sync or checkpoint poisons the
+//! store: writes fail until it is reopened.
+//!
+//! Must never: acknowledge a `Sync` write before the log made it durable; let the meta
+//! record cover a sequence number the log has not made durable; delete a block a live
+//! snapshot can reach; let a reader see part of a batch.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tierkv_blockstore::{LogStore, StoreOptions, StoreStats};
+use tierkv_io::Storage;
+use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalOptions, WalStats};
+
+use crate::batch::{check_key, WriteBatch, BATCH_RECORD};
+use crate::block_pages::{BlockPages, Pages};
+use crate::cache::{CacheStats, PageCache};
+use crate::memtable::{Found, Memtable};
+use crate::meta::{Meta, FIRST_PAGE};
+use crate::page::{OverflowRef, Value};
+use crate::tree::Tree;
+use crate::{Error, Options, Result};
+
+/// Entries an iterator takes from each source at a time.
+const ITER_CHUNK: usize = 128;
+
+/// The store (see the module header). `Send + Sync`: share it with an `Arc`, or by
+/// reference across scoped threads.
+pub struct Db {
+    inner: Arc<Inner>,
+    checkpointer: Option<JoinHandle<()>>,
+}
+
+/// A tree version is alive while any `Version` of it is.
+struct Epoch;
+
+/// What readers read: the memtables and the tree.
+struct Version {
+    /// Takes new writes.
+    mutable: Arc<Memtable>,
+    /// Being written to the tree by a checkpoint.
+    frozen: Option<Arc<Memtable>>,
+    tree: Tree,
+    epoch: Arc<Epoch>,
+}
+
+struct Inner {
+    options: Options,
+    dir: PathBuf,
+    pages: Pages,
+    wal: Wal,
+    current: RwLock<Arc<Version>>,
+    /// Writers share it from their log append to their memtable insert; a freeze takes it
+    /// alone, so that every write up to the freeze point is in the frozen memtable.
+    switch: RwLock<()>,
+    visible: Visibility,
+    checkpointer: Mutex<Checkpointer>,
+    /// Wakes the checkpoint thread, and writers waiting for memtable room.
+    trigger: Mutex<Trigger>,
+    trigger_cv: Condvar,
+    failure: Mutex<Option<String>>,
+    failed: AtomicBool,
+    closed: AtomicBool,
+    /// Log bytes appended since the last freeze.
+    log_bytes: AtomicU64,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Trigger {
+    kicked: bool,
+    stop: bool,
+}
+
+/// The checkpoint writer's state, under its own lock (one checkpoint at a time).
+struct Checkpointer {
+    /// The last meta record written.
+    meta: Meta,
+    /// Blocks retired by each checkpoint, with the epoch of the tree before it: deletable
+    /// once that epoch and every older one are gone. Oldest first.
+    retired: VecDeque<(Weak<Epoch>, Vec<u64>)>,
+    /// Blocks the next checkpoint deletes whatever the readers: those a restart found
+    /// retired or orphaned.
+    reclaim_now: Vec<u64>,
+    last: Instant,
+}
+
+#[derive(Default)]
+struct Counters {
+    gets: AtomicU64,
+    writes: AtomicU64,
+    write_ops: AtomicU64,
+    stalls: AtomicU64,
+    checkpoints: AtomicU64,
+    early_flushes: AtomicU64,
+    pages_written: AtomicU64,
+    blocks_reclaimed: AtomicU64,
+}
+
+/// The sequence number readers may see: every write at or below it is published.
+struct Visibility {
+    visible: AtomicU64,
+    /// Published numbers above `visible`, waiting for the ones below them.
+    ahead: Mutex<std::collections::BTreeSet<u64>>,
+    advanced: Condvar,
+}
+
+impl Visibility {
+    fn new(visible: u64) -> Visibility {
+        Visibility {
+            visible: AtomicU64::new(visible),
+            ahead: Mutex::new(Default::default()),
+            advanced: Condvar::new(),
+        }
+    }
+
+    fn get(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
+    }
+
+    /// Marks `sequence` published; the visible number passes it once all below it are.
+    fn publish(&self, sequence: u64) {
+        let mut ahead = lock(&self.ahead);
+        let mut visible = self.visible.load(Ordering::Acquire);
+        if sequence != visible + 1 {
+            ahead.insert(sequence);
+            return;
+        }
+        visible = sequence;
+        while ahead.remove(&(visible + 1)) {
+            visible += 1;
+        }
+        self.visible.store(visible, Ordering::Release);
+        self.advanced.notify_all();
+    }
+
+    /// Waits until `sequence` is visible; gives up when `failed` is set (a write below it
+    /// will never be published).
+    fn wait(&self, sequence: u64, failed: &AtomicBool) -> bool {
+        if self.get() >= sequence {
+            return true;
+        }
+        let mut ahead = lock(&self.ahead);
+        while self.get() < sequence {
+            if failed.load(Ordering::Acquire) {
+                return false;
+            }
+            // The timeout only re-checks `failed`: a failing writer does not notify.
+            ahead = self
+                .advanced
+                .wait_timeout(ahead, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn batch_record() -> RecordType {
+    RecordType::new(BATCH_RECORD).expect("invariant: the batch record type is not 0")
+}
+
+/// What `Db::stats` reports.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    /// The newest visible sequence number (log LSN).
+    pub sequence: u64,
+    /// The sequence number the last checkpoint covers.
+    pub checkpoint_sequence: u64,
+    /// Levels of the B+tree.
+    pub tree_height: usize,
+    /// The next page id (every page and overflow block ever made has a smaller one).
+    pub next_page: u64,
+    /// Bytes of the mutable memtable.
+    pub memtable_bytes: usize,
+    /// Bytes of the memtable being checkpointed (0 when none is).
+    pub frozen_bytes: usize,
+    /// Page cache counters.
+    pub cache: CacheStats,
+    /// Bytes of pages in the page cache.
+    pub cache_bytes: usize,
+    /// The page cache's budget.
+    pub cache_budget: usize,
+    /// `get` calls.
+    pub gets: u64,
+    /// Writes (batches, and single puts and deletes).
+    pub writes: u64,
+    /// Operations in those writes.
+    pub write_ops: u64,
+    /// Writes that waited for a checkpoint to make memtable room.
+    pub stalls: u64,
+    /// Checkpoints completed.
+    pub checkpoints: u64,
+    /// Groups of pages a checkpoint wrote early to bound its dirty pages.
+    pub early_flushes: u64,
+    /// Pages and overflow blocks written by checkpoints.
+    pub pages_written: u64,
+    /// Old blocks deleted once no reader needed them.
+    pub blocks_reclaimed: u64,
+    /// Blocks retired and not yet deleted (kept for snapshots).
+    pub blocks_retired: usize,
+    /// Bytes of the log's live segment files.
+    pub log_file_bytes: u64,
+    /// The log's counters.
+    pub log: WalStats,
+    /// The block store's counters (sizes, bytes written, cleaning).
+    pub blocks: StoreStats,
+}
+
+impl Db {
+    /// Opens the store in `dir`, creating it when missing, on the operating system's files.
+    pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
+        Db::open_on(&Storage::Os, dir, options)
+    }
+
+    /// Opens the store in `dir` on `storage` (the simulated file system in crash tests).
+    pub fn open_on(storage: &Storage, dir: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        storage.create_dir_all(&dir)?;
+        let store_options = StoreOptions {
+            read_method: options.read_method,
+            codec: options.compression,
+            segment_bytes: options.block_segment_bytes,
+            file_mode: options.file_mode,
+            ..StoreOptions::default()
+        };
+        let blocks = LogStore::open(storage, dir.join("blocks"), store_options)?;
+        let shards = (options.cache_size / (4 << 20)).clamp(1, 64);
+        let pages = Pages::new(Arc::new(blocks), PageCache::new(options.cache_size, shards));
+        let (meta, reclaim_now) = match pages.read_meta()? {
+            Some(meta) => {
+                let mut reclaim: Vec<u64> = (meta.orphans_from..meta.next_page).collect();
+                if let Some(list) = meta.free_list {
+                    reclaim.extend(decode_ids(&pages.read_overflow(&list)?)?);
+                    reclaim.extend(list.first..list.first + u64::from(list.blocks));
+                }
+                (meta, reclaim)
+            }
+            None => (create_tree(&pages, options.max_page_bytes)?, Vec::new()),
+        };
+        let tree = Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
+
+        let memtable = Memtable::new();
+        let mut replay_error = None;
+        let mut replayed_bytes = 0u64;
+        let wal_options = WalOptions {
+            backend: options.log_backend,
+            segment_bytes: options.log_segment_bytes,
+            file_mode: options.file_mode,
+            ..WalOptions::default()
+        };
+        let log_dir = options.log_dir.clone().unwrap_or_else(|| dir.join("log"));
+        let recovered = Wal::open(storage, &log_dir, wal_options, |record| {
+            if record.lsn.0 <= meta.sequence || replay_error.is_some() {
+                return;
+            }
+            if record.kind != batch_record() {
+                replay_error =
+                    Some(format!("log record {} has type {}", record.lsn, record.kind.get()));
+                return;
+            }
+            match WriteBatch::decode(record.payload) {
+                Ok(batch) => {
+                    for (key, value) in batch.ops() {
+                        memtable.insert(key, record.lsn.0, value);
+                    }
+                    replayed_bytes += record.payload.len() as u64;
+                }
+                Err(detail) => replay_error = Some(format!("log record {}: {detail}", record.lsn)),
+            }
+        })?;
+        if let Some(detail) = replay_error {
+            return Err(Error::Corruption(detail));
+        }
+        let wal = recovered.wal;
+        let last = wal.next_lsn().0 - 1;
+        if last < meta.sequence {
+            return Err(Error::Corruption(format!(
+                "the log in {} ends at record {last}, but the checkpoint covers records up to {}: \
+                 it is not this store's log",
+                log_dir.display(),
+                meta.sequence
+            )));
+        }
+        let version =
+            Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
+        let inner = Arc::new(Inner {
+            options,
+            dir,
+            pages,
+            wal,
+            current: RwLock::new(Arc::new(version)),
+            switch: RwLock::new(()),
+            visible: Visibility::new(last),
+            checkpointer: Mutex::new(Checkpointer {
+                meta,
+                retired: VecDeque::new(),
+                reclaim_now,
+                last: Instant::now(),
+            }),
+            trigger: Mutex::new(Trigger::default()),
+            trigger_cv: Condvar::new(),
+            failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            log_bytes: AtomicU64::new(replayed_bytes),
+            counters: Counters::default(),
+        });
+        let background = Arc::clone(&inner);
+        let checkpointer = std::thread::Builder::new()
+            .name("tierkv-checkpoint".into())
+            .spawn(move || background.checkpoint_loop())
+            .map_err(|error| Error::Thread(error.to_string()))?;
+        Ok(Db { inner, checkpointer: Some(checkpointer) })
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.snapshot().get(key)
+    }
+
+    /// Sets `key` to `value`, with the store's default durability.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(&batch)
+    }
+
+    /// Removes `key`, with the store's default durability.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(&batch)
+    }
+
+    /// Applies `batch` atomically, with the store's default durability.
+    pub fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_with(batch, self.inner.options.durability)
+    }
+
+    /// Applies `batch` atomically with the given durability: `Sync` returns once it is
+    /// durable, `Buffered` once the log has it (durable within the log's flush interval,
+    /// or at once on the pmem backend), `None` leaves it to the next sync.
+    pub fn write_with(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
+        self.inner.write(batch, durability)
+    }
+
+    /// A consistent view: every read through it sees the store as of this moment.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner.snapshot()
+    }
+
+    /// The entries in `range`, ascending, as of this moment.
+    pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
+        self.snapshot().range(range)
+    }
+
+    /// The entries in `range`, descending, as of this moment.
+    pub fn range_back<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
+        self.snapshot().range_back(range)
+    }
+
+    /// The entries whose keys start with `prefix`, ascending.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        self.snapshot().prefix(prefix)
+    }
+
+    /// The entries whose keys start with `prefix`, descending.
+    pub fn prefix_back(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        self.snapshot().prefix_back(prefix)
+    }
+
+    /// Makes every write made so far durable (those with `Buffered` or `None` too).
+    pub fn sync(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.wal.sync().map_err(|error| self.inner.fail(error.into()))
+    }
+
+    /// Moves the memtable into the tree now and truncates the log behind it.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.checkpoint()
+    }
+
+    /// Counters and sizes.
+    pub fn stats(&self) -> Result<Stats> {
+        self.inner.stats()
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Takes a last checkpoint (so the next open replays nothing), syncs and closes.
+    pub fn close(mut self) -> Result<()> {
+        let result = if self.inner.failed.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            self.inner.checkpoint()
+        };
+        self.shutdown();
+        let blocks = self.inner.pages.blocks().close().map_err(Error::from);
+        let log = self.inner.wal.sync().map_err(Error::from);
+        result.and(log).and(blocks)
+    }
+
+    fn shutdown(&mut self) {
+        {
+            let mut trigger = lock(&self.inner.trigger);
+            trigger.stop = true;
+            self.inner.trigger_cv.notify_all();
+        }
+        if let Some(thread) = self.checkpointer.take() {
+            // A checkpoint thread that panicked has nothing left to clean up.
+            let _ = thread.join();
+        }
+        self.inner.closed.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for Db {
+    /// Stops the checkpoint thread. Writes made durable stay so; the next open replays the
+    /// log since the last checkpoint.
+    fn drop(&mut self) {
+        if self.checkpointer.is_some() {
+            self.shutdown();
+            let _ = self.inner.wal.sync();
+        }
+    }
+}
+
+/// Creates an empty tree and its first checkpoint.
+fn create_tree(pages: &Pages, max_page_bytes: usize) -> Result<Meta> {
+    let mut session = BlockPages::new(pages, FIRST_PAGE);
+    let tree = Tree::create(&mut session, max_page_bytes);
+    let meta = Meta {
+        root: tree.root,
+        next_page: session.next_id(),
+        max_page_bytes: max_page_bytes as u32,
+        sequence: 0,
+        orphans_from: session.next_id(),
+        free_list: None,
+    };
+    session.flush(Some(&meta))?;
+    Ok(meta)
+}
+
+fn encode_ids(ids: &[u64]) -> Vec<u8> {
+    ids.iter().flat_map(|id| id.to_le_bytes()).collect()
+}
+
+fn decode_ids(bytes: &[u8]) -> Result<Vec<u64>> {
+    if !bytes.len().is_multiple_of(8) {
+        return Err(Error::Corruption(format!("a free list of {} bytes", bytes.len())));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|word| u64::from_le_bytes(word.try_into().expect("invariant: chunks of 8")))
+        .collect())
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.failed.load(Ordering::Acquire) {
+            let cause = lock(&self.failure).clone().unwrap_or_default();
+            return Err(Error::Poisoned { cause });
+        }
+        Ok(())
+    }
+
+    /// Poisons the store with `error` (writes fail until reopen) and returns it.
+    fn fail(&self, error: Error) -> Error {
+        let mut failure = lock(&self.failure);
+        if failure.is_none() {
+            *failure = Some(error.to_string());
+        }
+        self.failed.store(true, Ordering::Release);
+        self.trigger_cv.notify_all();
+        error
+    }
+
+    fn snapshot(self: &Arc<Self>) -> Snapshot {
+        let current = read(&self.current);
+        // Under the read lock: a checkpoint publishes its version only once every write it
+        // covers is visible, and a freeze's new memtable takes writes only after it is
+        // installed, so the version holds every write at or below this sequence.
+        let sequence = self.visible.get();
+        Snapshot { inner: Arc::clone(self), version: Arc::clone(&current), sequence }
+    }
+
+    fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        batch.validate()?;
+        self.check_writable()?;
+        self.wait_for_room()?;
+        let payload = batch.encode();
+        // On the file backend a `Sync` write is appended without waiting, and made durable
+        // below, outside `switch`, with whoever else is waiting.
+        let logged = match durability {
+            Durability::Sync => Durability::None,
+            other => other,
+        };
+        let lsn = {
+            let _switch = read(&self.switch);
+            let lsn = self
+                .wal
+                .append(batch_record(), &payload, logged)
+                .map_err(|error| self.fail(error.into()))?;
+            let memtable = Arc::clone(&read(&self.current).mutable);
+            for (key, value) in batch.ops() {
+                memtable.insert(key, lsn.0, value);
+            }
+            lsn
+        };
+        if durability == Durability::Sync {
+            self.wal.sync_to(lsn).map_err(|error| self.fail(error.into()))?;
+        }
+        self.visible.publish(lsn.0);
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters.write_ops.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let log_bytes = self.log_bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
+        if log_bytes + payload.len() as u64 >= self.options.checkpoint_log_bytes {
+            self.kick();
+        }
+        if !self.visible.wait(lsn.0, &self.failed) {
+            return Err(self.check_writable().err().unwrap_or(Error::Closed));
+        }
+        Ok(())
+    }
+
+    /// Waits while the memtables are full: a checkpoint is running and the new memtable
+    /// reached `write_buffer_size`, or it reached twice that.
+    fn wait_for_room(&self) -> Result<()> {
+        let limit = self.options.write_buffer_size;
+        let full = |version: &Version| {
+            let bytes = version.mutable.bytes();
+            (bytes >= limit, bytes >= 2 * limit || (bytes >= limit && version.frozen.is_some()))
+        };
+        let (due, stall) = full(&read(&self.current));
+        if !due {
+            return Ok(());
+        }
+        self.kick();
+        if !stall {
+            return Ok(());
+        }
+        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+        let mut trigger = lock(&self.trigger);
+        loop {
+            self.check_writable()?;
+            if !full(&read(&self.current)).1 {
+                return Ok(());
+            }
+            trigger.kicked = true;
+            self.trigger_cv.notify_all();
+            trigger = self
+                .trigger_cv
+                .wait_timeout(trigger, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Wakes the checkpoint thread.
+    fn kick(&self) {
+        let mut trigger = lock(&self.trigger);
+        if !trigger.kicked {
+            trigger.kicked = true;
+            self.trigger_cv.notify_all();
+        }
+    }
+
+    fn checkpoint_loop(&self) {
+        loop {
+            {
+                let mut trigger = lock(&self.trigger);
+                let deadline = lock(&self.checkpointer).last + self.options.checkpoint_interval;
+                loop {
+                    if trigger.stop {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if trigger.kicked || now >= deadline {
+                        break;
+                    }
+                    trigger = self
+                        .trigger_cv
+                        .wait_timeout(trigger, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                trigger.kicked = false;
+            }
+            if self.failed.load(Ordering::Acquire) {
+                // Nothing to do until reopen; wait for the stop.
+                let mut trigger = lock(&self.trigger);
+                while !trigger.stop {
+                    trigger = self.trigger_cv.wait(trigger).unwrap_or_else(PoisonError::into_inner);
+                }
+                return;
+            }
+            // An error poisons the store; writers and `checkpoint` callers report it.
+            let _ = self.checkpoint();
+            lock(&self.checkpointer).last = Instant::now();
+        }
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        self.check_writable()?;
+        let mut checkpointer = lock(&self.checkpointer);
+        self.check_writable()?;
+        let result = self.checkpoint_locked(&mut checkpointer);
+        checkpointer.last = Instant::now();
+        drop(checkpointer);
+        // Writers waiting for room look again (and see a failure, if there was one).
+        self.trigger_cv.notify_all();
+        result.map_err(|error| self.fail(error))
+    }
+
+    fn checkpoint_locked(&self, cp: &mut Checkpointer) -> Result<()> {
+        // Freeze: every write up to `sequence` is in `frozen`, every later one goes to the
+        // new memtable.
+        let (frozen, sequence) = {
+            let _switch = write(&self.switch);
+            let mut current = write(&self.current);
+            let nothing_to_delete = cp.reclaim_now.is_empty()
+                && cp.retired.front().is_none_or(|(epoch, _)| epoch.strong_count() > 0);
+            if current.mutable.is_empty() && nothing_to_delete {
+                return Ok(());
+            }
+            let frozen = Arc::clone(&current.mutable);
+            let sequence = self.wal.next_lsn().0 - 1;
+            *current = Arc::new(Version {
+                mutable: Arc::new(Memtable::new()),
+                frozen: Some(Arc::clone(&frozen)),
+                tree: current.tree.clone(),
+                epoch: Arc::clone(&current.epoch),
+            });
+            self.log_bytes.store(0, Ordering::Relaxed);
+            (frozen, sequence)
+        };
+        // CRASH: the meta record below claims every record up to `sequence`; they must be
+        // durable in the log first, or a crash could leave the log behind the tree.
+        self.wal.sync_to(Lsn(sequence))?;
+        if !self.visible.wait(sequence, &self.failed) {
+            return Err(self.check_writable().err().unwrap_or(Error::Closed));
+        }
+        let base = Arc::clone(&read(&self.current));
+        let mut tree = base.tree.clone();
+        let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
+        let inline_max = self.options.max_inline_value();
+        let dirty_budget = (self.options.cache_size / 4).max(1 << 20);
+        for (key, value) in frozen.latest() {
+            let old = match value {
+                Some(value) if value.len() > inline_max => {
+                    let overflow = session.write_overflow(&value);
+                    tree.put(&mut session, &key, Value::Overflow(overflow))?
+                }
+                Some(value) => tree.put(&mut session, &key, Value::Inline(value))?,
+                None => tree.delete(&mut session, &key)?,
+            };
+            if let Some(Value::Overflow(overflow)) = old {
+                session.free_overflow(&overflow);
+            }
+            if session.dirty_bytes() > dirty_budget {
+                // Early: these blocks are orphans (from `orphans_from`) until the meta
+                // record below names the tree they belong to.
+                let meta = Meta { next_page: session.next_id(), ..cp.meta };
+                self.counters
+                    .pages_written
+                    .fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
+                session.flush(Some(&meta))?;
+                cp.meta = meta;
+                self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // Delete what no reader can reach any more.
+        let mut reclaim = std::mem::take(&mut cp.reclaim_now);
+        while cp.retired.front().is_some_and(|(epoch, _)| epoch.strong_count() == 0) {
+            if let Some((_, ids)) = cp.retired.pop_front() {
+                reclaim.extend(ids);
+            }
+        }
+        if let Some(list) = cp.meta.free_list {
+            reclaim.extend(list.first..list.first + u64::from(list.blocks));
+        }
+        let reclaimed = reclaim.len() as u64;
+        session.reclaim(reclaim);
+        let retired_now = session.take_retired();
+        // What is retired but not deleted, for a restart to delete.
+        let pending: Vec<u64> = cp
+            .retired
+            .iter()
+            .flat_map(|(_, ids)| ids.iter())
+            .chain(&retired_now)
+            .copied()
+            .collect();
+        let free_list: Option<OverflowRef> =
+            (!pending.is_empty()).then(|| session.write_overflow(&encode_ids(&pending)));
+        let meta = Meta {
+            root: tree.root,
+            next_page: session.next_id(),
+            max_page_bytes: tree.max_page_bytes as u32,
+            sequence,
+            orphans_from: session.next_id(),
+            free_list,
+        };
+        self.counters.pages_written.fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
+        session.flush(Some(&meta))?;
+        cp.meta = meta;
+        self.counters.blocks_reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
+        // Publish: readers from now on use the new tree and no longer need `frozen`.
+        {
+            let mut current = write(&self.current);
+            let old_epoch = Arc::downgrade(&current.epoch);
+            *current = Arc::new(Version {
+                mutable: Arc::clone(&current.mutable),
+                frozen: None,
+                tree,
+                epoch: Arc::new(Epoch),
+            });
+            cp.retired.push_back((old_epoch, retired_now));
+        }
+        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.wal.truncate_below(Lsn(sequence + 1))?;
+        Ok(())
+    }
+
+    fn stats(&self) -> Result<Stats> {
+        let version = Arc::clone(&read(&self.current));
+        let (checkpoint_sequence, next_page, blocks_retired) = {
+            let cp = lock(&self.checkpointer);
+            let retired = cp.retired.iter().map(|(_, ids)| ids.len()).sum();
+            (cp.meta.sequence, cp.meta.next_page, retired)
+        };
+        let cache = self.pages.cache();
+        let counters = &self.counters;
+        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let log_file_bytes = self
+            .wal
+            .segment_paths()
+            .iter()
+            .map(|path| std::fs::metadata(path).map_or(0, |meta| meta.len()))
+            .sum();
+        Ok(Stats {
+            sequence: self.visible.get(),
+            checkpoint_sequence,
+            tree_height: version.tree.height(&self.pages)?,
+            next_page,
+            memtable_bytes: version.mutable.bytes(),
+            frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
+            cache: cache.stats(),
+            cache_bytes: cache.used_bytes(),
+            cache_budget: self.options.cache_size,
+            gets: count(&counters.gets),
+            writes: count(&counters.writes),
+            write_ops: count(&counters.write_ops),
+            stalls: count(&counters.stalls),
+            checkpoints: count(&counters.checkpoints),
+            early_flushes: count(&counters.early_flushes),
+            pages_written: count(&counters.pages_written),
+            blocks_reclaimed: count(&counters.blocks_reclaimed),
+            blocks_retired,
+            log_file_bytes,
+            log: self.wal.stats(),
+            blocks: self.pages.blocks().stats(),
+        })
+    }
+}
+
+/// A consistent, read-only view of the store as of the moment it was taken. It keeps the
+/// pages of its tree version from being deleted while it lives, so drop it when done.
+#[derive(Clone)]
+pub struct Snapshot {
+    inner: Arc<Inner>,
+    version: Arc<Version>,
+    sequence: u64,
+}
+
+impl Snapshot {
+    /// The sequence number it sees up to.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// The value of `key` as of the snapshot.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.inner.check_open()?;
+        if let Some(found) = self.memtable_get(key) {
+            return Ok(found.value);
+        }
+        match self.version.tree.get(&self.inner.pages, key)? {
+            None => Ok(None),
+            Some(value) => self.resolve(value).map(Some),
+        }
+    }
+
+    /// The newest version of `key` in the memtables at or below the snapshot's sequence.
+    fn memtable_get(&self, key: &[u8]) -> Option<Found> {
+        let version = &*self.version;
+        let newer = version.mutable.get(key, self.sequence);
+        let older = version.frozen.as_ref().and_then(|frozen| frozen.get(key, self.sequence));
+        match (newer, older) {
+            (Some(a), Some(b)) => Some(if a.sequence >= b.sequence { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn resolve(&self, value: Value) -> Result<Vec<u8>> {
+        match value {
+            Value::Inline(bytes) => Ok(bytes),
+            Value::Overflow(overflow) => Ok(self.inner.pages.read_overflow(&overflow)?),
+        }
+    }
+
+    /// The entries in `range`, ascending.
+    pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
+        let (low, high) = bounds(range);
+        Iter::new(self.clone(), low, high, false)
+    }
+
+    /// The entries in `range`, descending.
+    pub fn range_back<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
+        let (low, high) = bounds(range);
+        Iter::new(self.clone(), low, high, true)
+    }
+
+    /// The entries whose keys start with `prefix`, ascending.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        let prefix = prefix.as_ref();
+        Iter::new(self.clone(), prefix.to_vec(), prefix_end(prefix), false)
+    }
+
+    /// The entries whose keys start with `prefix`, descending.
+    pub fn prefix_back(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        let prefix = prefix.as_ref();
+        Iter::new(self.clone(), prefix.to_vec(), prefix_end(prefix), true)
+    }
+}
+
+/// The smallest key above `key`.
+fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
+}
+
+/// The smallest key above every key that starts with `prefix` (`None`: there is none).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// A range as an inclusive lower bound and an exclusive upper one.
+fn bounds<K: AsRef<[u8]>>(range: impl RangeBounds<K>) -> (Vec<u8>, Option<Vec<u8>>) {
+    let low = match range.start_bound() {
+        Bound::Included(key) => key.as_ref().to_vec(),
+        Bound::Excluded(key) => successor(key.as_ref()),
+        Bound::Unbounded => Vec::new(),
+    };
+    let high = match range.end_bound() {
+        Bound::Included(key) => Some(successor(key.as_ref())),
+        Bound::Excluded(key) => Some(key.as_ref().to_vec()),
+        Bound::Unbounded => None,
+    };
+    (low, high)
+}
+
+/// An iterator over a range of one snapshot, in either direction: `(key, value)` pairs,
+/// or an error (a page that cannot be read) after which it ends.
+pub struct Iter {
+    snapshot: Snapshot,
+    backward: bool,
+    /// What is left to visit: keys from `low` (inclusive) to `high` (exclusive).
+    low: Vec<u8>,
+    high: Option<Vec<u8>>,
+    buffer: VecDeque<(Vec<u8>, Value)>,
+    done: bool,
+}
+
+/// One key's newest entry among the sources: from a memtable (with its sequence number and
+/// possibly a deletion) or from the tree.
+enum Candidate {
+    Memtable(Found),
+    Tree(Value),
+}
+
+impl Iter {
+    fn new(snapshot: Snapshot, low: Vec<u8>, high: Option<Vec<u8>>, backward: bool) -> Iter {
+        let empty = high.as_ref().is_some_and(|high| *high <= low);
+        Iter { snapshot, backward, low, high, buffer: VecDeque::new(), done: empty }
+    }
+
+    /// Takes the next chunk from every source and keeps what is certain: the keys up to
+    /// the nearest point where some source may have more.
+    fn refill(&mut self) -> Result<()> {
+        let snapshot = &self.snapshot;
+        let version = &*snapshot.version;
+        let (low, high) = (self.low.as_slice(), self.high.as_deref());
+        let mut merged: BTreeMap<Vec<u8>, Candidate> = BTreeMap::new();
+        // The last key of each source that filled its chunk: beyond it, it may hold more.
+        let mut horizon: Option<Vec<u8>> = None;
+        let mut bound = |last: Option<&Vec<u8>>, full: bool, backward: bool| {
+            if let (true, Some(last)) = (full, last) {
+                let nearer =
+                    horizon.as_ref().is_none_or(|h| if backward { last > h } else { last < h });
+                if nearer {
+                    horizon = Some(last.clone());
+                }
+            }
+        };
+        let mut tree_entries: Vec<(Vec<u8>, Value)> = Vec::new();
+        let mut visit = |key: &[u8], value: &Value| {
+            let inside = if self.backward { key >= low } else { high.is_none_or(|h| key < h) };
+            if inside {
+                tree_entries.push((key.to_vec(), value.clone()));
+            }
+            inside && tree_entries.len() < ITER_CHUNK
+        };
+        if self.backward {
+            version.tree.scan_back(&snapshot.inner.pages, high, &mut visit)?;
+        } else {
+            version.tree.scan(&snapshot.inner.pages, low, &mut visit)?;
+        }
+        bound(tree_entries.last().map(|(k, _)| k), tree_entries.len() == ITER_CHUNK, self.backward);
+        for (key, value) in tree_entries {
+            merged.insert(key, Candidate::Tree(value));
+        }
+        for memtable in std::iter::once(&version.mutable).chain(version.frozen.as_ref()) {
+            let entries = if self.backward {
+                memtable.scan_back(low, high, snapshot.sequence, ITER_CHUNK)
+            } else {
+                memtable.scan(low, high, snapshot.sequence, ITER_CHUNK)
+            };
+            bound(entries.last().map(|(k, _)| k), entries.len() == ITER_CHUNK, self.backward);
+            for (key, found) in entries {
+                let newer = match merged.get(&key) {
+                    Some(Candidate::Memtable(other)) => found.sequence > other.sequence,
+                    _ => true,
+                };
+                if newer {
+                    merged.insert(key, Candidate::Memtable(found));
+                }
+            }
+        }
+        let certain = |key: &Vec<u8>| match &horizon {
+            None => true,
+            Some(h) => {
+                if self.backward {
+                    key >= h
+                } else {
+                    key <= h
+                }
+            }
+        };
+        let mut keep: Vec<(Vec<u8>, Value)> = merged
+            .into_iter()
+            .filter(|(key, _)| certain(key))
+            .filter_map(|(key, candidate)| match candidate {
+                Candidate::Tree(value) => Some((key, value)),
+                Candidate::Memtable(Found { value: Some(value), .. }) => {
+                    Some((key, Value::Inline(value)))
+                }
+                Candidate::Memtable(Found { value: None, .. }) => None,
+            })
+            .collect();
+        if self.backward {
+            keep.reverse();
+        }
+        self.buffer.extend(keep);
+        match horizon {
+            None => self.done = true,
+            Some(h) if self.backward => self.high = Some(h),
+            Some(h) => self.low = successor(&h),
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some((key, value)) = self.buffer.pop_front() {
+                return match self.snapshot.resolve(value) {
+                    Ok(value) => Some(Ok((key, value))),
+                    Err(error) => {
+                        self.done = true;
+                        self.buffer.clear();
+                        Some(Err(error))
+                    }
+                };
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(error) = self.refill() {
+                self.done = true;
+                return Some(Err(error));
+            }
+        }
+    }
+}

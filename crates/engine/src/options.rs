@@ -1,0 +1,114 @@
+//! Options of `Db::open`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tierkv_blockstore::Codec;
+use tierkv_io::AccessMethod;
+use tierkv_wal::{Backend, Durability};
+
+use crate::Error;
+
+/// How a store is opened: memory budgets, durability, placement and checkpoints.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Bytes of decoded pages the page cache keeps. Default 256 MiB.
+    pub cache_size: usize,
+    /// A checkpoint starts once the memtable holds this many bytes; writers wait while a
+    /// second memtable fills up to this size during a checkpoint, so the memtables take at
+    /// most twice this. Default 16 MiB.
+    pub write_buffer_size: usize,
+    /// Pages larger than this split. Default 8 KiB. Values over a quarter of it are kept in
+    /// overflow blocks.
+    pub max_page_bytes: usize,
+    /// How `put`, `delete` and `write` make a write durable. Default `Sync`: durable on
+    /// return.
+    pub durability: Durability,
+    /// Where the log goes (for example a DAX or `/dev/shm` mount). Default: `log` inside
+    /// the store's directory.
+    pub log_dir: Option<PathBuf>,
+    /// How the log makes appends durable: `File` (fdatasync, group commit) or `Pmem`
+    /// (cache-line flushes and a fence on a mapping, seed 001). Default `File`.
+    pub log_backend: Backend,
+    /// Bytes of each log segment. Default 64 MiB.
+    pub log_segment_bytes: u64,
+    /// How pages are read: `Syscall`, `Direct` (O_DIRECT) or `Mmap`. Default `Syscall`.
+    pub read_method: AccessMethod,
+    /// How pages are compressed on disk. Default `None`.
+    pub compression: Codec,
+    /// Bytes of each block-store segment file. Default 16 MiB.
+    pub block_segment_bytes: u64,
+    /// A checkpoint starts once this many bytes were logged since the last. Default 64 MiB.
+    pub checkpoint_log_bytes: u64,
+    /// A checkpoint starts at least this often while there are writes. Default 60 s.
+    pub checkpoint_interval: Duration,
+    /// Permission bits of new files. Default 0600.
+    pub file_mode: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cache_size: 256 << 20,
+            write_buffer_size: 16 << 20,
+            max_page_bytes: 8 << 10,
+            durability: Durability::Sync,
+            log_dir: None,
+            log_backend: Backend::File,
+            log_segment_bytes: 64 << 20,
+            read_method: AccessMethod::Syscall,
+            compression: Codec::None,
+            block_segment_bytes: 16 << 20,
+            checkpoint_log_bytes: 64 << 20,
+            checkpoint_interval: Duration::from_secs(60),
+            file_mode: tierkv_io::DEFAULT_FILE_MODE,
+        }
+    }
+}
+
+/// The smallest page: room for a few entries of the largest key.
+pub const MIN_PAGE_BYTES: usize = 1 << 10;
+
+/// The largest page (a block of the block store holds one).
+pub const MAX_PAGE_BYTES: usize = 1 << 20;
+
+impl Options {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        let invalid = |detail: String| Err(Error::InvalidOptions(detail));
+        if !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&self.max_page_bytes) {
+            return invalid(format!(
+                "max_page_bytes is {}; it must lie in {MIN_PAGE_BYTES}..={MAX_PAGE_BYTES}",
+                self.max_page_bytes
+            ));
+        }
+        if self.cache_size < 16 * self.max_page_bytes {
+            return invalid(format!(
+                "cache_size {} must hold at least 16 pages of {} bytes",
+                self.cache_size, self.max_page_bytes
+            ));
+        }
+        if self.write_buffer_size < 64 << 10 {
+            return invalid(format!(
+                "write_buffer_size {} is under the minimum of 64 KiB",
+                self.write_buffer_size
+            ));
+        }
+        if self.checkpoint_log_bytes == 0 {
+            return invalid("checkpoint_log_bytes must not be 0".into());
+        }
+        if self.checkpoint_interval.is_zero() {
+            return invalid("checkpoint_interval must not be 0".into());
+        }
+        if self.read_method == AccessMethod::Pmem {
+            return invalid(
+                "read_method pmem is not a read method; use syscall, direct or mmap".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Values longer than this go to overflow blocks.
+    pub(crate) fn max_inline_value(&self) -> usize {
+        self.max_page_bytes / 4
+    }
+}

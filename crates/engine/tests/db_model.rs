@@ -1,0 +1,276 @@
+//! Model-based tests of `Db` against `std::collections::BTreeMap`: random puts, deletes,
+//! batches, lookups, range and prefix iterators in both directions, snapshots held across
+//! later writes (and checkpoints), checkpoints and reopens, on small pages and memtables so
+//! that trees split, checkpoints run often and values go to overflow blocks.
+//!
+//! `PROPTEST_CASES` sets the number of cases (CI runs the default below).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use proptest::prelude::*;
+use tierkv::{Db, Durability, Options, Snapshot, WriteBatch};
+use tierkv_io::sim::SimFs;
+use tierkv_io::Storage;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    Get(Vec<u8>),
+    Range {
+        low: Bound<Vec<u8>>,
+        high: Bound<Vec<u8>>,
+        backward: bool,
+        limit: usize,
+    },
+    Prefix {
+        prefix: Vec<u8>,
+        backward: bool,
+    },
+    TakeSnapshot,
+    /// Reads the snapshot `n` (modulo how many are held) in full, both ways, and drops it
+    /// when `drop` is set.
+    ReadSnapshot {
+        n: usize,
+        drop: bool,
+    },
+    Checkpoint,
+    Reopen,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    // Few distinct first bytes, so keys share prefixes and collide.
+    (0u8..6, prop::collection::vec(0u8..4, 0..5)).prop_map(|(a, mut rest)| {
+        rest.insert(0, b'a' + a);
+        rest
+    })
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => prop::collection::vec(any::<u8>(), 0..60),
+        // Over a quarter of a 1 KiB page: an overflow value.
+        1 => (300usize..3000, any::<u8>()).prop_map(|(len, byte)| vec![byte; len]),
+    ]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        key().prop_map(Bound::Included),
+        key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        20 => (key(), value()).prop_map(|(k, v)| Op::Put(k, v)),
+        6 => key().prop_map(Op::Delete),
+        3 => prop::collection::vec((key(), prop::option::of(value())), 1..8).prop_map(Op::Batch),
+        5 => key().prop_map(Op::Get),
+        2 => (bound(), bound(), any::<bool>(), 1usize..400)
+            .prop_map(|(low, high, backward, limit)| Op::Range { low, high, backward, limit }),
+        1 => (prop::collection::vec(b'a'..b'c', 0..2), any::<bool>())
+            .prop_map(|(prefix, backward)| Op::Prefix { prefix, backward }),
+        1 => Just(Op::TakeSnapshot),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(n, drop)| Op::ReadSnapshot { n, drop }),
+        1 => Just(Op::Checkpoint),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn options() -> Options {
+    Options {
+        cache_size: 64 << 10,
+        write_buffer_size: 64 << 10,
+        max_page_bytes: 1024,
+        // The simulated file system makes every write durable at its sync; `None` keeps the
+        // test fast, and reopen comes after a drop, which syncs the log.
+        durability: Durability::None,
+        log_segment_bytes: 64 << 10,
+        block_segment_bytes: 64 << 10,
+        ..Options::default()
+    }
+}
+
+fn collect(
+    iter: impl Iterator<Item = tierkv::Result<(Vec<u8>, Vec<u8>)>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    iter.map(|entry| entry.expect("an iterator entry")).collect()
+}
+
+fn check_snapshot(snapshot: &Snapshot, model: &Model) -> Result<(), TestCaseError> {
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+    prop_assert_eq!(&collect(snapshot.range::<&[u8]>(..)), &want);
+    let mut back = want.clone();
+    back.reverse();
+    prop_assert_eq!(collect(snapshot.range_back::<&[u8]>(..)), back);
+    for (key, value) in model.iter().take(20) {
+        prop_assert_eq!(snapshot.get(key).expect("get"), Some(value.clone()));
+    }
+    Ok(())
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let fs = SimFs::new();
+    let storage = Storage::Sim(fs);
+    let open = || Db::open_on(&storage, "/db", options()).expect("open");
+    let mut db = open();
+    let mut model = Model::new();
+    let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+            Op::Delete(k) => {
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            }
+            Op::Batch(ops) => {
+                let mut batch = WriteBatch::new();
+                for (k, v) in ops {
+                    match v {
+                        Some(v) => {
+                            batch.put(&k, &v);
+                            model.insert(k, v);
+                        }
+                        None => {
+                            batch.delete(&k);
+                            model.remove(&k);
+                        }
+                    }
+                }
+                db.write(&batch).expect("batch");
+            }
+            Op::Get(k) => prop_assert_eq!(db.get(&k).expect("get"), model.get(&k).cloned()),
+            Op::Range { low, high, backward, limit } => {
+                // BTreeMap::range panics on an empty or inverted range; the engine gives none.
+                let empty = match (&low, &high) {
+                    (Bound::Included(l), Bound::Included(h)) => l > h,
+                    (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h))
+                    | (Bound::Excluded(l), Bound::Included(h)) => l >= h,
+                    _ => false,
+                };
+                let want: Vec<(Vec<u8>, Vec<u8>)> = if empty {
+                    Vec::new()
+                } else {
+                    let range = model.range((low.clone(), high.clone()));
+                    let all: Vec<_> = if backward {
+                        range.rev().take(limit).collect()
+                    } else {
+                        range.take(limit).collect()
+                    };
+                    all.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+                };
+                let iter =
+                    if backward { db.range_back((low, high)) } else { db.range((low, high)) };
+                prop_assert_eq!(collect(iter.take(limit)), want);
+            }
+            Op::Prefix { prefix, backward } => {
+                let mut want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(&prefix))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let got = if backward {
+                    want.reverse();
+                    collect(db.prefix_back(&prefix))
+                } else {
+                    collect(db.prefix(&prefix))
+                };
+                prop_assert_eq!(got, want);
+            }
+            Op::TakeSnapshot => snapshots.push((db.snapshot(), model.clone())),
+            Op::ReadSnapshot { n, drop } => {
+                if !snapshots.is_empty() {
+                    let at = n % snapshots.len();
+                    check_snapshot(&snapshots[at].0, &snapshots[at].1)?;
+                    if drop {
+                        snapshots.remove(at);
+                    }
+                }
+            }
+            Op::Checkpoint => db.checkpoint().expect("checkpoint"),
+            Op::Reopen => {
+                // Snapshots do not outlive their store.
+                snapshots.clear();
+                if fastrand::bool() {
+                    db.close().expect("close");
+                } else {
+                    drop(db);
+                }
+                db = open();
+            }
+        }
+    }
+    for (snapshot, model) in &snapshots {
+        check_snapshot(snapshot, model)?;
+    }
+    check_snapshot(&db.snapshot(), &model)?;
+    drop(snapshots);
+    db.close().expect("close");
+    let db = open();
+    check_snapshot(&db.snapshot(), &model)?;
+    Ok(())
+}
+
+/// `PROPTEST_CASES`, or 48.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(48)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn the_store_matches_a_btreemap(ops in prop::collection::vec(op(), 1..300)) {
+        run(ops)?;
+    }
+}
+
+/// Enough writes to fill many memtables: checkpoints run in the background while the model
+/// keeps checking, and old snapshots keep reading the tree versions they saw.
+#[test]
+fn background_checkpoints_keep_every_snapshot_whole() {
+    let storage = Storage::Sim(SimFs::new());
+    let db = Db::open_on(&storage, "/db", options()).expect("open");
+    let mut model = Model::new();
+    let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
+    let mut rng = fastrand::Rng::with_seed(7);
+    for i in 0..20_000u32 {
+        let key = format!("key{:05}", rng.u32(..3000)).into_bytes();
+        if rng.u8(..5) == 0 {
+            db.delete(&key).expect("delete");
+            model.remove(&key);
+        } else {
+            let value = format!("value{i}").repeat(rng.usize(1..6)).into_bytes();
+            db.put(&key, &value).expect("put");
+            model.insert(key, value);
+        }
+        if i % 2000 == 0 {
+            snapshots.push((db.snapshot(), model.clone()));
+        }
+        if i % 5000 == 4999 {
+            // Drop the oldest: the blocks only it needed may go at the next checkpoint.
+            snapshots.remove(0);
+        }
+    }
+    let stats = db.stats().expect("stats");
+    assert!(stats.checkpoints >= 5, "{stats:?}");
+    assert!(stats.tree_height >= 2, "{stats:?}");
+    for (snapshot, model) in &snapshots {
+        check_snapshot(snapshot, model).expect("snapshot");
+    }
+    drop(snapshots);
+    db.checkpoint().expect("checkpoint");
+    db.checkpoint().expect("checkpoint");
+    let stats = db.stats().expect("stats");
+    assert!(stats.blocks_reclaimed > 0, "{stats:?}");
+    check_snapshot(&db.snapshot(), &model).expect("latest");
+}

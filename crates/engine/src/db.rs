@@ -270,7 +270,14 @@ impl Db {
     pub fn open_on(storage: &Storage, dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        storage.create_dir_all(&dir)?;
+        if !storage.exists(&dir)? {
+            storage.create_dir_all(&dir)?;
+            // CRASH: the directory's entry in its parent is durable only once the parent is
+            // synced; without it a crash could lose the whole store.
+            if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+                storage.sync_dir(parent)?;
+            }
+        }
         let store_options = StoreOptions {
             read_method: options.read_method,
             codec: options.compression,
@@ -714,7 +721,7 @@ impl Inner {
         let mut tree = base.tree.clone();
         let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
         let inline_max = self.options.max_inline_value();
-        let dirty_budget = (self.options.cache_size / 4).max(1 << 20);
+        let dirty_budget = self.options.cache_size / 4;
         for (key, value) in frozen.latest() {
             let old = match value {
                 Some(value) if value.len() > inline_max => {

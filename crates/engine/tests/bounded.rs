@@ -1,0 +1,58 @@
+//! A data set ten times the page cache: every write lands, every key reads back (most from
+//! disk), scans see everything, and the cache never holds more than its budget once a
+//! checkpoint has written its pages. The resident-memory figure at 10× data is measured by
+//! `tierkv bench engine` (results/engine/).
+
+use tierkv::{Db, Durability, Options};
+
+#[test]
+fn a_data_set_ten_times_the_cache_works_within_the_budget() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = Options {
+        cache_size: 1 << 20,
+        write_buffer_size: 256 << 10,
+        max_page_bytes: 4096,
+        durability: Durability::None,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let keys = 100_000u64; // 116-byte entries: about 11 MiB of keys and values.
+    let key = |i: u64| format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes();
+    let value = |i: u64| {
+        let mut value = i.to_le_bytes().repeat(12);
+        value.extend_from_slice(&[b'v'; 4]);
+        value
+    };
+    for i in 0..keys {
+        db.put(key(i), value(i)).expect("put");
+    }
+    db.checkpoint().expect("checkpoint");
+    let stats = db.stats().expect("stats");
+    let data = stats.blocks.live_bytes;
+    assert!(data >= 10 * options.cache_size as u64, "only {data} bytes of pages");
+    assert!(stats.cache_bytes <= options.cache_size, "{stats:?}");
+    let mut rng = fastrand::Rng::with_seed(3);
+    for _ in 0..20_000 {
+        let i = rng.u64(..keys);
+        assert_eq!(db.get(key(i)).expect("get"), Some(value(i)));
+    }
+    assert_eq!(db.get(b"absent").expect("get"), None);
+    let mut count = 0u64;
+    let mut last: Option<Vec<u8>> = None;
+    for entry in db.range::<&[u8]>(..) {
+        let (k, _) = entry.expect("entry");
+        assert!(last.as_ref().is_none_or(|last| *last < k));
+        last = Some(k);
+        count += 1;
+    }
+    assert_eq!(count, keys);
+    let stats = db.stats().expect("stats");
+    assert!(stats.cache_bytes <= options.cache_size, "{stats:?}");
+    assert!(stats.cache.misses > 10_000, "reads did not go to disk: {stats:?}");
+    assert_eq!(stats.cache.over_budget, 0, "{stats:?}");
+    eprintln!(
+        "bounded: {keys} keys, {data} bytes of pages for a {} byte cache; {} misses, {} evictions",
+        options.cache_size, stats.cache.misses, stats.cache.evictions
+    );
+    db.close().expect("close");
+}

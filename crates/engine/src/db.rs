@@ -58,8 +58,8 @@ use crate::block_pages::{BlockPages, Pages};
 use crate::cache::{CacheStats, PageCache};
 use crate::memtable::{Found, Memtable};
 use crate::meta::{Meta, FIRST_PAGE};
-use crate::page::{OverflowRef, Value};
-use crate::tree::Tree;
+use crate::page::{shortest_separator, InternalPage, LeafPage, OverflowRef, Page, Value};
+use crate::tree::{PageSource, PageStore, Tree};
 use crate::{Error, Options, Result};
 
 /// Entries an iterator takes from each source at a time.
@@ -448,6 +448,20 @@ impl Db {
         self.inner.stats()
     }
 
+    /// Checks every page of the tree (decoding, key order and bounds, leaf depth, sizes,
+    /// overflow values) and every block's checksum. Problems are listed in the report, not
+    /// returned as errors; an error means the check itself could not run.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        self.inner.check_open()?;
+        self.inner.verify()
+    }
+
+    /// Checkpoints, then rewrites the tree with full pages, so that space left by splits
+    /// and deletes is given back. Reads and writes go on meanwhile.
+    pub fn compact(&self) -> Result<()> {
+        self.inner.compact()
+    }
+
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.inner.dir
@@ -746,7 +760,22 @@ impl Inner {
                 self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);
             }
         }
-        // Delete what no reader can reach any more.
+        self.finish(cp, session, tree, sequence)?;
+        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.wal.truncate_below(Lsn(sequence + 1))?;
+        Ok(())
+    }
+
+    /// Ends a session that built `tree`: deletes what no reader can reach any more, writes
+    /// the pages with the meta record (covering the log up to `sequence`) in one group, and
+    /// publishes the tree.
+    fn finish(
+        &self,
+        cp: &mut Checkpointer,
+        mut session: BlockPages<'_>,
+        tree: Tree,
+        sequence: u64,
+    ) -> Result<()> {
         let mut reclaim = std::mem::take(&mut cp.reclaim_now);
         while cp.retired.front().is_some_and(|(epoch, _)| epoch.strong_count() == 0) {
             if let Some((_, ids)) = cp.retired.pop_front() {
@@ -781,21 +810,142 @@ impl Inner {
         session.flush(Some(&meta))?;
         cp.meta = meta;
         self.counters.blocks_reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
-        // Publish: readers from now on use the new tree and no longer need `frozen`.
-        {
-            let mut current = write(&self.current);
-            let old_epoch = Arc::downgrade(&current.epoch);
-            *current = Arc::new(Version {
-                mutable: Arc::clone(&current.mutable),
-                frozen: None,
-                tree,
-                epoch: Arc::new(Epoch),
-            });
-            cp.retired.push_back((old_epoch, retired_now));
-        }
-        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-        self.wal.truncate_below(Lsn(sequence + 1))?;
+        // Publish: readers from now on use the new tree (and no longer need a frozen
+        // memtable, which the tree now holds).
+        let mut current = write(&self.current);
+        let old_epoch = Arc::downgrade(&current.epoch);
+        *current = Arc::new(Version {
+            mutable: Arc::clone(&current.mutable),
+            frozen: None,
+            tree,
+            epoch: Arc::new(Epoch),
+        });
+        cp.retired.push_back((old_epoch, retired_now));
         Ok(())
+    }
+
+    /// Writes early the pages of a session that outgrew its share of the cache. They are
+    /// orphans (from `orphans_from`) until the meta record of the session's end names the
+    /// tree they belong to.
+    fn flush_early(&self, cp: &mut Checkpointer, session: &mut BlockPages<'_>) -> Result<()> {
+        let meta = Meta { next_page: session.next_id(), ..cp.meta };
+        self.counters.pages_written.fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
+        session.flush(Some(&meta))?;
+        cp.meta = meta;
+        self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Checkpoints, then rewrites the tree with full pages (a bulk load of its entries in
+    /// order), so that pages left half full by splits and deletes are packed again.
+    fn compact(&self) -> Result<()> {
+        self.checkpoint()?;
+        self.check_writable()?;
+        let mut checkpointer = lock(&self.checkpointer);
+        let result = self.compact_locked(&mut checkpointer);
+        drop(checkpointer);
+        result.map_err(|error| self.fail(error))
+    }
+
+    fn compact_locked(&self, cp: &mut Checkpointer) -> Result<()> {
+        // Under the checkpoint lock nothing else changes the tree; writers go on into the
+        // memtable.
+        let base = Arc::clone(&read(&self.current));
+        let old = base.tree.clone();
+        let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
+        let max = old.max_page_bytes;
+        let target = max - max / 16;
+        let dirty_budget = self.options.cache_size / 4;
+        let mut failure: Option<Error> = None;
+        // The leaves, filled to `target`, each with the separator before it.
+        let mut level: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut leaf = LeafPage::default();
+        let mut last_key: Vec<u8> = Vec::new();
+        let mut separator: Vec<u8> = Vec::new();
+        let mut emit = |leaf: LeafPage, separator: Vec<u8>, session: &mut BlockPages<'_>| {
+            let id = session.allocate();
+            let id = session.store(id, Page::Leaf(leaf));
+            level.push((separator, id));
+        };
+        old.scan(&self.pages, b"", &mut |key, value| {
+            let entry = LeafPage { entries: vec![(key.to_vec(), value.clone())] };
+            let grown = leaf.encoded_len() + entry.encoded_len() - crate::page::HEADER_BYTES;
+            if !leaf.entries.is_empty() && grown > target {
+                let next = shortest_separator(&last_key, key);
+                emit(
+                    std::mem::take(&mut leaf),
+                    std::mem::replace(&mut separator, next),
+                    &mut session,
+                );
+                if session.dirty_bytes() > dirty_budget {
+                    if let Err(error) = self.flush_early(cp, &mut session) {
+                        failure = Some(error);
+                        return false;
+                    }
+                }
+            }
+            leaf.entries.extend(entry.entries);
+            last_key = key.to_vec();
+            true
+        })?;
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        emit(leaf, separator, &mut session);
+        // Internal levels, bottom up, until one page is left.
+        while level.len() > 1 {
+            let mut parents: Vec<(Vec<u8>, u64)> = Vec::new();
+            let mut children = level.into_iter();
+            while let Some((up, first_child)) = children.next() {
+                let mut page = InternalPage { first_child, entries: Vec::new() };
+                let mut rest = children.as_slice().iter();
+                let mut taken = 0;
+                for (separator, child) in &mut rest {
+                    if page.encoded_len() + 4 + separator.len() + 8 > target && taken >= 2 {
+                        break;
+                    }
+                    page.entries.push((separator.clone(), *child));
+                    taken += 1;
+                }
+                for _ in 0..taken {
+                    children.next();
+                }
+                // A last page of one child would route nothing: take it here instead.
+                if children.len() == 1 {
+                    page.entries.extend(children.next());
+                }
+                let id = session.allocate();
+                let id = session.store(id, Page::Internal(page));
+                parents.push((up, id));
+            }
+            level = parents;
+        }
+        let root = level.pop().map_or(old.root, |(_, id)| id);
+        // Every page of the old tree is replaced (overflow blocks are kept as they are).
+        let mut old_pages = Vec::new();
+        collect_pages(&self.pages, old.root, &mut old_pages)?;
+        for id in old_pages {
+            session.free(id);
+        }
+        let tree = Tree { root, max_page_bytes: max };
+        self.finish(cp, session, tree, cp.meta.sequence)?;
+        Ok(())
+    }
+
+    /// Checks the tree and every block (see `VerifyReport`).
+    fn verify(&self) -> Result<VerifyReport> {
+        let version = Arc::clone(&read(&self.current));
+        let mut report = VerifyReport::default();
+        let mut walk = Walk { pages: &self.pages, report: &mut report, seen: Default::default() };
+        walk.page(version.tree.root, None, None, 1, version.tree.max_page_bytes);
+        match self.pages.blocks().verify() {
+            Ok(blocks) => {
+                report.blocks = blocks.blocks;
+                report.block_bytes = blocks.bytes;
+            }
+            Err(error) => report.problems.push(format!("block store: {error}")),
+        }
+        Ok(report)
     }
 
     fn stats(&self) -> Result<Stats> {
@@ -1079,6 +1229,135 @@ impl Iterator for Iter {
             if let Err(error) = self.refill() {
                 self.done = true;
                 return Some(Err(error));
+            }
+        }
+    }
+}
+
+/// Ids of every page of the tree at `root` (internal pages are read; leaves are not).
+fn collect_pages(pages: &Pages, root: u64, out: &mut Vec<u64>) -> Result<()> {
+    out.push(root);
+    if let Page::Internal(internal) = &*pages.load(root)? {
+        for index in 0..internal.children() {
+            collect_pages(pages, internal.child_at(index), out)?;
+        }
+    }
+    Ok(())
+}
+
+/// What `Db::verify` found.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyReport {
+    /// Pages of the tree.
+    pub pages: u64,
+    /// Of which leaves.
+    pub leaves: u64,
+    /// Levels from the root to the leaves.
+    pub height: usize,
+    /// Entries in the leaves.
+    pub entries: u64,
+    /// Bytes of their keys.
+    pub key_bytes: u64,
+    /// Bytes of their values (overflow values at full length).
+    pub value_bytes: u64,
+    /// Values kept in overflow blocks.
+    pub overflow_values: u64,
+    /// Live blocks of the block store read and checked.
+    pub blocks: u64,
+    /// Their bytes on disk.
+    pub block_bytes: u64,
+    /// Everything wrong, one line each; empty when the store is clean.
+    pub problems: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Whether nothing is wrong.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// The tree walk of `verify`.
+struct Walk<'a> {
+    pages: &'a Pages,
+    report: &'a mut VerifyReport,
+    seen: std::collections::HashSet<u64>,
+}
+
+impl Walk<'_> {
+    /// Checks the subtree at `id`, whose keys must lie in `low..high`, at `depth`.
+    fn page(&mut self, id: u64, low: Option<&[u8]>, high: Option<&[u8]>, depth: usize, max: usize) {
+        if self.report.problems.len() >= 100 {
+            return;
+        }
+        if !self.seen.insert(id) {
+            self.report.problems.push(format!("page {id} is reachable twice"));
+            return;
+        }
+        let page = match self.pages.load(id) {
+            Ok(page) => page,
+            Err(error) => {
+                self.report.problems.push(error.to_string());
+                return;
+            }
+        };
+        self.report.pages += 1;
+        let in_bounds =
+            |key: &[u8]| low.is_none_or(|low| key >= low) && high.is_none_or(|high| key < high);
+        match &*page {
+            Page::Leaf(leaf) => {
+                self.report.leaves += 1;
+                if self.report.height == 0 {
+                    self.report.height = depth;
+                } else if self.report.height != depth {
+                    self.report.problems.push(format!(
+                        "leaf {id} is at depth {depth}, others at {}",
+                        self.report.height
+                    ));
+                }
+                if leaf.encoded_len() > max && leaf.entries.len() >= 2 {
+                    self.report.problems.push(format!("leaf {id} is over the page size"));
+                }
+                for (key, value) in &leaf.entries {
+                    if !in_bounds(key) {
+                        self.report
+                            .problems
+                            .push(format!("leaf {id} holds a key outside its range"));
+                    }
+                    self.report.entries += 1;
+                    self.report.key_bytes += key.len() as u64;
+                    match value {
+                        Value::Inline(bytes) => self.report.value_bytes += bytes.len() as u64,
+                        Value::Overflow(overflow) => {
+                            self.report.overflow_values += 1;
+                            match self.pages.read_overflow(overflow) {
+                                Ok(bytes) => self.report.value_bytes += bytes.len() as u64,
+                                Err(error) => self
+                                    .report
+                                    .problems
+                                    .push(format!("the value of a key in leaf {id}: {error}")),
+                            }
+                        }
+                    }
+                }
+            }
+            Page::Internal(internal) => {
+                if internal.encoded_len() > max && internal.entries.len() >= 3 {
+                    self.report.problems.push(format!("internal page {id} is over the page size"));
+                }
+                let mut bound = low.map(<[u8]>::to_vec);
+                let mut child = internal.first_child;
+                for (separator, next) in &internal.entries {
+                    if !in_bounds(separator) {
+                        self.report.problems.push(format!(
+                            "internal page {id} holds a separator outside its range"
+                        ));
+                    }
+                    self.page(child, bound.as_deref(), Some(separator), depth + 1, max);
+                    bound = Some(separator.clone());
+                    child = *next;
+                }
+                self.page(child, bound.as_deref(), high, depth + 1, max);
             }
         }
     }

@@ -61,7 +61,7 @@ pub mod page;
 pub mod tree;
 
 pub use batch::{WriteBatch, MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
-pub use db::{Db, Iter, Snapshot, Stats};
+pub use db::{Db, Iter, Snapshot, Stats, VerifyReport};
 pub use error::{Error, Result};
 pub use options::{Options, MAX_PAGE_BYTES, MIN_PAGE_BYTES};
 pub use tierkv_blockstore::Codec;

@@ -39,6 +39,7 @@ enum Op {
         drop: bool,
     },
     Checkpoint,
+    Compact,
     Reopen,
 }
 
@@ -79,6 +80,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::TakeSnapshot),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(n, drop)| Op::ReadSnapshot { n, drop }),
         1 => Just(Op::Checkpoint),
+        1 => Just(Op::Compact),
         1 => Just(Op::Reopen),
     ]
 }
@@ -197,6 +199,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Checkpoint => db.checkpoint().expect("checkpoint"),
+            Op::Compact => {
+                db.compact().expect("compact");
+                let report = db.verify().expect("verify");
+                prop_assert!(report.is_clean(), "{:?}", report.problems);
+                prop_assert_eq!(report.entries, model.len() as u64);
+            }
             Op::Reopen => {
                 // Snapshots do not outlive their store.
                 snapshots.clear();
@@ -217,6 +225,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     db.close().expect("close");
     let db = open();
     check_snapshot(&db.snapshot(), &model)?;
+    // Closing checkpointed everything: the tree holds exactly the model.
+    let report = db.verify().expect("verify");
+    prop_assert!(report.is_clean(), "{:?}", report.problems);
+    prop_assert_eq!(report.entries, model.len() as u64);
+    let bytes: usize = model.iter().map(|(k, v)| k.len() + v.len()).sum();
+    prop_assert_eq!(report.key_bytes + report.value_bytes, bytes as u64);
     Ok(())
 }
 
@@ -273,4 +287,45 @@ fn background_checkpoints_keep_every_snapshot_whole() {
     let stats = db.stats().expect("stats");
     assert!(stats.blocks_reclaimed > 0, "{stats:?}");
     check_snapshot(&db.snapshot(), &model).expect("latest");
+}
+
+/// Compaction packs a tree that deletes left sparse into fewer pages, keeps every entry,
+/// and snapshots taken before it still read what they saw.
+#[test]
+fn compaction_packs_pages_and_keeps_old_snapshots_whole() {
+    let storage = Storage::Sim(SimFs::new());
+    let db = Db::open_on(&storage, "/db", options()).expect("open");
+    let mut model = Model::new();
+    for i in 0..6_000u32 {
+        let key = format!("key{i:05}").into_bytes();
+        let value = vec![i as u8; 40];
+        db.put(&key, &value).expect("put");
+        model.insert(key, value);
+    }
+    for i in (0..6_000u32).filter(|i| i % 3 != 0) {
+        let key = format!("key{i:05}").into_bytes();
+        db.delete(&key).expect("delete");
+        model.remove(&key);
+    }
+    db.checkpoint().expect("checkpoint");
+    let before = db.verify().expect("verify");
+    assert!(before.is_clean(), "{:?}", before.problems);
+    let snapshot = db.snapshot();
+    let seen = model.clone();
+    db.compact().expect("compact");
+    let after = db.verify().expect("verify");
+    assert!(after.is_clean(), "{:?}", after.problems);
+    assert_eq!(after.entries, model.len() as u64);
+    assert!(
+        after.leaves * 3 < before.leaves * 2,
+        "{} leaves before, {} after",
+        before.leaves,
+        after.leaves
+    );
+    check_snapshot(&snapshot, &seen).expect("the snapshot from before");
+    check_snapshot(&db.snapshot(), &model).expect("after");
+    drop(snapshot);
+    db.close().expect("close");
+    let db = Db::open_on(&storage, "/db", options()).expect("reopen");
+    check_snapshot(&db.snapshot(), &model).expect("reopened");
 }

@@ -18,6 +18,7 @@
 
 pub mod blocks;
 pub mod device;
+pub mod engine;
 mod summary;
 mod svg;
 pub mod wal;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use tierkv_bench::blocks::{self as blocks_bench, BlocksBenchConfig, Distribution, MicroPattern};
 use tierkv_bench::device::{self, CacheState, DeviceConfig, IoOp, Pattern};
+use tierkv_bench::engine::{self as engine_bench, EngineBenchConfig, Workload};
 use tierkv_bench::wal::{self as wal_bench, WalBenchConfig};
 use tierkv_io::stress::{self, StressConfig, StressReport};
 use tierkv_io::{pmem, AccessMethod, OpenOptions, Storage};
@@ -28,8 +29,12 @@ struct Cli {
     command: Command,
 }
 
+mod kv;
+
 #[derive(Subcommand)]
 enum Command {
+    #[command(flatten)]
+    Kv(kv::KvCommand),
     /// Show what this machine offers tierkv: cache-line flush, non-temporal stores, and for a
     /// path its file system, DAX, O_DIRECT alignment and the pmem mode that would be used.
     Info {
@@ -78,6 +83,44 @@ enum Bench {
     /// writes + one fdatasync, one atomic group) and a page-update workload comparing the log
     /// store's atomic groups with the doublewrite baseline.
     Blocks(Box<BlocksArgs>),
+    /// The engine: db_bench's workloads (fillseq, fillrandom, readrandom, readseq,
+    /// seekrandom, overwrite, readwhilewriting) on a store in a temporary directory.
+    Engine(Box<EngineArgs>),
+}
+
+#[derive(Args)]
+struct EngineArgs {
+    /// Directory under which the store is made (default: the system's temporary directory).
+    #[arg(long)]
+    path: Option<PathBuf>,
+    /// Keys in the store.
+    #[arg(long, default_value_t = 200_000)]
+    num: u64,
+    /// Lookups per read workload (default: --num).
+    #[arg(long)]
+    reads: Option<u64>,
+    /// Bytes of each value.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Workloads in order, comma-separated, or `all`; default: the quick run (fillrandom,
+    /// readrandom, seekrandom, overwrite).
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Durability of every put: sync, buffered or none.
+    #[arg(long, default_value = "sync")]
+    durability: String,
+    /// Page cache budget in MiB.
+    #[arg(long, default_value_t = 256)]
+    cache_mib: usize,
+    /// Read method: syscall, direct or mmap.
+    #[arg(long, default_value = "syscall")]
+    read_method: AccessMethod,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -279,6 +322,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Bench { bench: Bench::Device(args) } => bench_device(*args),
         Command::Bench { bench: Bench::Wal(args) } => bench_wal(*args),
         Command::Bench { bench: Bench::Blocks(args) } => bench_blocks(*args),
+        Command::Bench { bench: Bench::Engine(args) } => bench_engine(*args),
+        Command::Kv(command) => kv::run(command),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
                 return Err(format!("--seconds must be a positive number, got {seconds}"));
@@ -309,6 +354,35 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(if report.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
+    let path = args.path.unwrap_or_else(std::env::temp_dir);
+    let mut config = EngineBenchConfig::new(&path);
+    config.num = args.num;
+    config.reads = args.reads.unwrap_or(args.num);
+    config.value_size = args.value_size;
+    config.workloads = match args.workloads.as_slice() {
+        [] => Workload::QUICK.to_vec(),
+        [all] if all == "all" => Workload::ALL.to_vec(),
+        names => names.iter().map(|name| name.parse()).collect::<Result<_, _>>()?,
+    };
+    config.durability = match args.durability.as_str() {
+        "sync" => Durability::Sync,
+        "buffered" => Durability::Buffered,
+        "none" => Durability::None,
+        other => return Err(format!("--durability must be sync, buffered or none, not {other:?}")),
+    };
+    config.options.cache_size = args.cache_mib << 20;
+    config.options.read_method = args.read_method;
+    config.progress = !args.quiet;
+    let report = engine_bench::run(&config).map_err(|e| e.to_string())?;
+    print!("{}", engine_bench::table(&report));
+    if let Some(json) = &args.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {

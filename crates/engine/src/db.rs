@@ -62,8 +62,12 @@ use crate::page::{shortest_separator, InternalPage, LeafPage, OverflowRef, Page,
 use crate::tree::{PageSource, PageStore, Tree};
 use crate::{Error, Options, Result};
 
-/// Entries an iterator takes from each source at a time.
-const ITER_CHUNK: usize = 128;
+/// Entries an iterator takes from each source at first: a seek that reads one entry should
+/// not pay for many. Each refill doubles it, up to `ITER_CHUNK_MAX`.
+const ITER_CHUNK_FIRST: usize = 4;
+
+/// The most entries an iterator takes from each source at a time.
+const ITER_CHUNK_MAX: usize = 256;
 
 /// The store (see the module header). `Send + Sync`: share it with an `Arc`, or by
 /// reference across scoped threads.
@@ -1106,6 +1110,8 @@ pub struct Iter {
     low: Vec<u8>,
     high: Option<Vec<u8>>,
     buffer: VecDeque<(Vec<u8>, Value)>,
+    /// Entries to take from each source at the next refill.
+    chunk: usize,
     done: bool,
 }
 
@@ -1119,7 +1125,15 @@ enum Candidate {
 impl Iter {
     fn new(snapshot: Snapshot, low: Vec<u8>, high: Option<Vec<u8>>, backward: bool) -> Iter {
         let empty = high.as_ref().is_some_and(|high| *high <= low);
-        Iter { snapshot, backward, low, high, buffer: VecDeque::new(), done: empty }
+        Iter {
+            snapshot,
+            backward,
+            low,
+            high,
+            buffer: VecDeque::new(),
+            chunk: ITER_CHUNK_FIRST,
+            done: empty,
+        }
     }
 
     /// Takes the next chunk from every source and keeps what is certain: the keys up to
@@ -1127,6 +1141,8 @@ impl Iter {
     fn refill(&mut self) -> Result<()> {
         let snapshot = &self.snapshot;
         let version = &*snapshot.version;
+        let chunk = self.chunk;
+        self.chunk = (chunk * 2).min(ITER_CHUNK_MAX);
         let (low, high) = (self.low.as_slice(), self.high.as_deref());
         let mut merged: BTreeMap<Vec<u8>, Candidate> = BTreeMap::new();
         // The last key of each source that filled its chunk: beyond it, it may hold more.
@@ -1146,24 +1162,24 @@ impl Iter {
             if inside {
                 tree_entries.push((key.to_vec(), value.clone()));
             }
-            inside && tree_entries.len() < ITER_CHUNK
+            inside && tree_entries.len() < chunk
         };
         if self.backward {
             version.tree.scan_back(&snapshot.inner.pages, high, &mut visit)?;
         } else {
             version.tree.scan(&snapshot.inner.pages, low, &mut visit)?;
         }
-        bound(tree_entries.last().map(|(k, _)| k), tree_entries.len() == ITER_CHUNK, self.backward);
+        bound(tree_entries.last().map(|(k, _)| k), tree_entries.len() == chunk, self.backward);
         for (key, value) in tree_entries {
             merged.insert(key, Candidate::Tree(value));
         }
         for memtable in std::iter::once(&version.mutable).chain(version.frozen.as_ref()) {
             let entries = if self.backward {
-                memtable.scan_back(low, high, snapshot.sequence, ITER_CHUNK)
+                memtable.scan_back(low, high, snapshot.sequence, chunk)
             } else {
-                memtable.scan(low, high, snapshot.sequence, ITER_CHUNK)
+                memtable.scan(low, high, snapshot.sequence, chunk)
             };
-            bound(entries.last().map(|(k, _)| k), entries.len() == ITER_CHUNK, self.backward);
+            bound(entries.last().map(|(k, _)| k), entries.len() == chunk, self.backward);
             for (key, found) in entries {
                 let newer = match merged.get(&key) {
                     Some(Candidate::Memtable(other)) => found.sequence > other.sequence,

@@ -87,6 +87,28 @@ fn parse_write_bytes(text: &str) -> Option<u64> {
         .and_then(|rest| rest.trim().parse::<u64>().ok())
 }
 
+/// This process's resident memory now and at its peak (`VmRSS`, `VmHWM` of
+/// `/proc/self/status`), in bytes. `None` where the file cannot be read.
+pub fn process_memory() -> Option<ProcessMemory> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = |name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    };
+    Some(ProcessMemory { rss_bytes: kib("VmRSS:")?, peak_rss_bytes: kib("VmHWM:")? })
+}
+
+/// What `process_memory` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessMemory {
+    /// Resident now.
+    pub rss_bytes: u64,
+    /// The most resident at once since the process started (or since the peak was reset).
+    pub peak_rss_bytes: u64,
+}
+
 /// Writes since boot by the block device that holds `path`, from
 /// `/sys/dev/block/MAJOR:MINOR/stat`: what reached the device from every process, the file
 /// system's journal included. `None` on a file system without a block device (tmpfs) or

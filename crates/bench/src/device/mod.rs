@@ -42,6 +42,9 @@ pub enum BenchError {
     /// The configuration cannot run.
     #[error("invalid device bench configuration: {0}")]
     Config(String),
+    /// The engine failed.
+    #[error("engine: {0}")]
+    Engine(String),
     /// fio is missing, failed, or printed something unexpected.
     #[error("fio: {0}")]
     Fio(String),

@@ -1,0 +1,518 @@
+//! The engine benchmark (`tierkv bench engine`): db_bench's workloads on a `tierkv::Db`.
+//!
+//! Keys are 16 bytes (the key number in decimal, zero-padded) and values `value_size` random
+//! bytes (100 by default), as db_bench's defaults. The workloads, in the order given:
+//!
+//! - `fillseq`, `fillrandom`: a fresh store, `num` puts in key order or in random order
+//!   (random keys in `0..num`, with repeats, as db_bench does);
+//! - `overwrite`: `num` puts of random existing keys;
+//! - `readrandom`: `reads` lookups of random keys in `0..num` (reports how many were found);
+//! - `readseq`: one pass of an iterator over the whole store;
+//! - `seekrandom`: `reads` iterators opened at random keys, each reading one entry;
+//! - `readwhilewriting`: `reads` random lookups by one thread while another puts random
+//!   keys without pause; the reader's rate is reported.
+//!
+//! Each workload reports ops/s, MB/s of keys and values, latency percentiles (HdrHistogram)
+//! and what the engine did meanwhile (checkpoints, cache hit ratio). The store lives in a
+//! fresh directory under `path`, removed at the end. Resident memory is sampled before and
+//! after each workload.
+//!
+//! Must never: count an operation that failed, or assert on speed.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use tierkv::{Db, Durability, Options};
+use tierkv_io::machine::{machine_info, process_memory};
+
+use crate::device::{BenchError, Machine};
+
+/// Bytes of a key.
+pub const KEY_BYTES: usize = 16;
+
+/// One of db_bench's workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Puts in key order into a fresh store.
+    FillSeq,
+    /// Puts in random order into a fresh store.
+    FillRandom,
+    /// Puts of random existing keys.
+    Overwrite,
+    /// Random lookups.
+    ReadRandom,
+    /// One pass of an iterator.
+    ReadSeq,
+    /// Iterators opened at random keys.
+    SeekRandom,
+    /// Random lookups while another thread writes.
+    ReadWhileWriting,
+}
+
+impl Workload {
+    /// Every workload, in the order `--workloads all` runs them.
+    pub const ALL: [Workload; 7] = [
+        Workload::FillSeq,
+        Workload::FillRandom,
+        Workload::ReadRandom,
+        Workload::ReadSeq,
+        Workload::SeekRandom,
+        Workload::Overwrite,
+        Workload::ReadWhileWriting,
+    ];
+
+    /// The quick run of the main job.
+    pub const QUICK: [Workload; 4] =
+        [Workload::FillRandom, Workload::ReadRandom, Workload::SeekRandom, Workload::Overwrite];
+
+    /// db_bench's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::FillSeq => "fillseq",
+            Workload::FillRandom => "fillrandom",
+            Workload::Overwrite => "overwrite",
+            Workload::ReadRandom => "readrandom",
+            Workload::ReadSeq => "readseq",
+            Workload::SeekRandom => "seekrandom",
+            Workload::ReadWhileWriting => "readwhilewriting",
+        }
+    }
+}
+
+impl std::str::FromStr for Workload {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Workload::ALL.into_iter().find(|w| w.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
+            format!("unknown workload {text:?}; expected one of {}", names.join(", "))
+        })
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct EngineBenchConfig {
+    /// Directory under which the store is made (a fresh subdirectory, removed after).
+    pub path: PathBuf,
+    /// Keys in the store (and puts of each fill and of overwrite).
+    pub num: u64,
+    /// Lookups of readrandom, seekrandom and readwhilewriting.
+    pub reads: u64,
+    /// Bytes of each value.
+    pub value_size: usize,
+    /// The workloads, in order.
+    pub workloads: Vec<Workload>,
+    /// Durability of every put.
+    pub durability: Durability,
+    /// The engine's options.
+    pub options: Options,
+    /// Seed of the key and value choices.
+    pub seed: u64,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+impl EngineBenchConfig {
+    /// The defaults: 1,000,000 keys, as many reads, 100-byte values, the quick workloads,
+    /// the engine's default options and durability.
+    pub fn new(path: impl AsRef<Path>) -> EngineBenchConfig {
+        EngineBenchConfig {
+            path: path.as_ref().to_path_buf(),
+            num: 1_000_000,
+            reads: 1_000_000,
+            value_size: 100,
+            workloads: Workload::QUICK.to_vec(),
+            durability: Options::default().durability,
+            options: Options::default(),
+            seed: 0x7e57_0001,
+            progress: true,
+        }
+    }
+}
+
+/// One workload's figures.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkloadResult {
+    /// db_bench's name.
+    pub workload: Workload,
+    /// Operations completed.
+    pub ops: u64,
+    /// Seconds they took.
+    pub seconds: f64,
+    /// Operations per second.
+    pub ops_per_sec: f64,
+    /// MB/s (10^6 bytes) of keys and values moved.
+    pub mb_per_sec: f64,
+    /// Latency percentiles, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// The slowest.
+    pub max_us: f64,
+    /// Reads that found their key (reads only).
+    pub found: Option<u64>,
+    /// Writes by the background writer (readwhilewriting only).
+    pub background_writes: Option<u64>,
+    /// Checkpoints during the workload.
+    pub checkpoints: u64,
+    /// Page cache hits ÷ lookups during the workload.
+    pub cache_hit_ratio: Option<f64>,
+    /// Resident memory after the workload, bytes.
+    pub rss_bytes: Option<u64>,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EngineBenchReport {
+    /// Where it ran.
+    pub machine: Machine,
+    /// Keys in the store.
+    pub num: u64,
+    /// Lookups per read workload.
+    pub reads: u64,
+    /// Bytes of each key.
+    pub key_size: usize,
+    /// Bytes of each value.
+    pub value_size: usize,
+    /// Durability of the puts.
+    pub durability: String,
+    /// The engine's cache budget, bytes.
+    pub cache_size: usize,
+    /// The read method.
+    pub read_method: String,
+    /// Results in the order run.
+    pub results: Vec<WorkloadResult>,
+    /// Peak resident memory of the process, bytes.
+    pub peak_rss_bytes: Option<u64>,
+    /// Bytes of the store's block files at the end.
+    pub store_file_bytes: u64,
+}
+
+fn key(number: u64) -> [u8; KEY_BYTES] {
+    let mut key = [b'0'; KEY_BYTES];
+    let digits = number.to_string();
+    let digits = digits.as_bytes();
+    let start = KEY_BYTES.saturating_sub(digits.len());
+    key[start..].copy_from_slice(&digits[digits.len().saturating_sub(KEY_BYTES)..]);
+    key
+}
+
+fn engine_error(error: tierkv::Error) -> BenchError {
+    BenchError::Engine(error.to_string())
+}
+
+/// Runs the workloads in order on one store.
+pub fn run(config: &EngineBenchConfig) -> Result<EngineBenchReport, BenchError> {
+    if config.num == 0 {
+        return Err(BenchError::Engine("num must be at least 1".into()));
+    }
+    let dir = config.path.join(format!("tierkv-engine-bench-{}", std::process::id()));
+    if dir.exists() {
+        return Err(BenchError::Engine(format!("{} already exists", dir.display())));
+    }
+    let result = run_in(config, &dir);
+    // Scratch files go whatever happened.
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, BenchError> {
+    let mut db: Option<Db> = None;
+    let mut rng = fastrand::Rng::with_seed(config.seed);
+    let mut results = Vec::new();
+    let mut value = vec![0u8; config.value_size];
+    let total: u64 = config
+        .workloads
+        .iter()
+        .map(|w| match w {
+            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::ReadSeq => {
+                config.num
+            }
+            _ => config.reads,
+        })
+        .sum();
+    let bar = progress_bar(config.progress, total);
+    let mut store_file_bytes = 0;
+    for &workload in &config.workloads {
+        bar.set_message(workload.name());
+        let fresh = matches!(workload, Workload::FillSeq | Workload::FillRandom);
+        if fresh || db.is_none() {
+            if let Some(old) = db.take() {
+                old.close().map_err(engine_error)?;
+            }
+            let _ = std::fs::remove_dir_all(dir);
+            db = Some(Db::open(dir, config.options.clone()).map_err(engine_error)?);
+        }
+        let Some(store) = db.as_ref() else { unreachable!("opened above") };
+        let before = store.stats().map_err(engine_error)?;
+        let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+            .map_err(|e| BenchError::Engine(e.to_string()))?;
+        let mut found = None;
+        let mut background = None;
+        let entry_bytes = (KEY_BYTES + config.value_size) as f64;
+        let started = Instant::now();
+        let ops = match workload {
+            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite => {
+                let batch_size = 1_000;
+                for i in 0..config.num {
+                    let number = match workload {
+                        Workload::FillSeq => i,
+                        _ => rng.u64(..config.num),
+                    };
+                    rng.fill(&mut value);
+                    let mut batch = tierkv::WriteBatch::new();
+                    batch.put(key(number), &value);
+                    let t = Instant::now();
+                    store.write_with(&batch, config.durability).map_err(engine_error)?;
+                    record(&mut histogram, t);
+                    if i % batch_size == batch_size - 1 {
+                        bar.inc(batch_size);
+                    }
+                }
+                config.num
+            }
+            Workload::ReadRandom => {
+                let mut hits = 0;
+                for i in 0..config.reads {
+                    let k = key(rng.u64(..config.num));
+                    let t = Instant::now();
+                    hits += u64::from(store.get(k).map_err(engine_error)?.is_some());
+                    record(&mut histogram, t);
+                    if i % 1_000 == 999 {
+                        bar.inc(1_000);
+                    }
+                }
+                found = Some(hits);
+                config.reads
+            }
+            Workload::SeekRandom => {
+                let mut hits = 0;
+                for i in 0..config.reads {
+                    let k = key(rng.u64(..config.num));
+                    let t = Instant::now();
+                    let next = store.range(k..).next().transpose().map_err(engine_error)?;
+                    record(&mut histogram, t);
+                    hits += u64::from(next.is_some());
+                    if i % 1_000 == 999 {
+                        bar.inc(1_000);
+                    }
+                }
+                found = Some(hits);
+                config.reads
+            }
+            Workload::ReadSeq => {
+                let mut count = 0u64;
+                let mut t = Instant::now();
+                for entry in store.range::<&[u8]>(..) {
+                    entry.map_err(engine_error)?;
+                    record(&mut histogram, t);
+                    t = Instant::now();
+                    count += 1;
+                    if count.is_multiple_of(1_000) {
+                        bar.inc(1_000);
+                    }
+                }
+                found = Some(count);
+                count
+            }
+            Workload::ReadWhileWriting => {
+                let stop = AtomicBool::new(false);
+                let num = config.num;
+                let (durability, value_size, seed) =
+                    (config.durability, config.value_size, config.seed ^ 0xabcd);
+                let (reads, hits, writes) = std::thread::scope(|scope| {
+                    let writer = scope.spawn(|| {
+                        let mut rng = fastrand::Rng::with_seed(seed);
+                        let mut value = vec![0u8; value_size];
+                        let mut writes = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            rng.fill(&mut value);
+                            let mut batch = tierkv::WriteBatch::new();
+                            batch.put(key(rng.u64(..num)), &value);
+                            if store.write_with(&batch, durability).is_err() {
+                                break;
+                            }
+                            writes += 1;
+                        }
+                        writes
+                    });
+                    let mut hits = 0u64;
+                    let mut result = Ok(());
+                    for i in 0..config.reads {
+                        let k = key(rng.u64(..num));
+                        let t = Instant::now();
+                        match store.get(k) {
+                            Ok(v) => hits += u64::from(v.is_some()),
+                            Err(error) => {
+                                result = Err(engine_error(error));
+                                break;
+                            }
+                        }
+                        record(&mut histogram, t);
+                        if i % 1_000 == 999 {
+                            bar.inc(1_000);
+                        }
+                    }
+                    stop.store(true, Ordering::Relaxed);
+                    let writes = writer.join().unwrap_or(0);
+                    (result, hits, writes)
+                });
+                reads?;
+                found = Some(hits);
+                background = Some(writes);
+                config.reads
+            }
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        let after = store.stats().map_err(engine_error)?;
+        let lookups = (after.cache.hits + after.cache.misses)
+            .saturating_sub(before.cache.hits + before.cache.misses);
+        let hits = after.cache.hits.saturating_sub(before.cache.hits);
+        store_file_bytes = after.blocks.file_bytes;
+        let micros = |q: f64| histogram.value_at_quantile(q) as f64 / 1_000.0;
+        results.push(WorkloadResult {
+            workload,
+            ops,
+            seconds,
+            ops_per_sec: ops as f64 / seconds,
+            mb_per_sec: ops as f64 * entry_bytes / seconds / 1e6,
+            p50_us: micros(0.5),
+            p99_us: micros(0.99),
+            p999_us: micros(0.999),
+            max_us: histogram.max() as f64 / 1_000.0,
+            found,
+            background_writes: background,
+            checkpoints: after.checkpoints - before.checkpoints,
+            cache_hit_ratio: (lookups > 0).then(|| hits as f64 / lookups as f64),
+            rss_bytes: process_memory().map(|m| m.rss_bytes),
+        });
+    }
+    bar.finish_and_clear();
+    if let Some(db) = db {
+        db.close().map_err(engine_error)?;
+    }
+    Ok(EngineBenchReport {
+        machine: machine_info().into(),
+        num: config.num,
+        reads: config.reads,
+        key_size: KEY_BYTES,
+        value_size: config.value_size,
+        durability: config.durability.name().into(),
+        cache_size: config.options.cache_size,
+        read_method: config.options.read_method.to_string(),
+        results,
+        peak_rss_bytes: process_memory().map(|m| m.peak_rss_bytes),
+        store_file_bytes,
+    })
+}
+
+fn record(histogram: &mut Histogram<u64>, started: Instant) {
+    let nanos = started.elapsed().as_nanos().clamp(1, 60_000_000_000) as u64;
+    // In bounds by the clamp above.
+    let _ = histogram.record(nanos);
+}
+
+fn progress_bar(show: bool, total: u64) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} ops {msg} (ETA {eta})",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
+/// The table printed on stdout.
+pub fn table(report: &EngineBenchReport) -> String {
+    let mut out = format!(
+        "tierkv engine: {} keys, {}-byte keys, {}-byte values, durability {}, cache {} MiB, read method {}\n",
+        report.num,
+        report.key_size,
+        report.value_size,
+        report.durability,
+        report.cache_size >> 20,
+        report.read_method
+    );
+    out.push_str(&format!(
+        "{:<17} {:>12} {:>9} {:>9} {:>9} {:>10} {:>11} {:>8}\n",
+        "workload", "ops/s", "MB/s", "p50 us", "p99 us", "p99.9 us", "checkpoints", "hit %"
+    ));
+    for r in &report.results {
+        let hit = r.cache_hit_ratio.map_or("-".to_string(), |h| format!("{:.1}", h * 100.0));
+        out.push_str(&format!(
+            "{:<17} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>11} {:>8}",
+            r.workload.name(),
+            r.ops_per_sec,
+            r.mb_per_sec,
+            r.p50_us,
+            r.p99_us,
+            r.p999_us,
+            r.checkpoints,
+            hit
+        ));
+        if let Some(found) = r.found {
+            out.push_str(&format!("  ({found} of {} found)", r.ops));
+        }
+        if let Some(writes) = r.background_writes {
+            out.push_str(&format!("  ({writes} writes meanwhile)"));
+        }
+        out.push('\n');
+    }
+    if let Some(peak) = report.peak_rss_bytes {
+        out.push_str(&format!(
+            "peak resident memory {:.1} MiB; store files {:.1} MiB\n",
+            peak as f64 / (1 << 20) as f64,
+            report.store_file_bytes as f64 / (1 << 20) as f64
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_sixteen_zero_padded_digits() {
+        assert_eq!(&key(42), b"0000000000000042");
+        assert_eq!(&key(u64::MAX), b"6744073709551615");
+    }
+
+    /// Every workload, tiny, so the bench cannot rot: each completes, counts what it did, and
+    /// the reads find what the fills wrote.
+    #[test]
+    fn every_workload_runs_on_a_tiny_store() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut config = EngineBenchConfig::new(dir.path());
+        config.num = 2_000;
+        config.reads = 2_000;
+        config.workloads = Workload::ALL.to_vec();
+        config.durability = Durability::None;
+        config.progress = false;
+        config.options.cache_size = 1 << 20;
+        let report = run(&config).expect("run");
+        assert_eq!(report.results.len(), Workload::ALL.len());
+        for result in &report.results {
+            assert!(result.ops > 0 && result.ops_per_sec > 0.0, "{result:?}");
+        }
+        let find = |w: Workload| report.results.iter().find(|r| r.workload == w).expect("ran");
+        // fillrandom (with repeats) ran last before the reads: its keys are there, others not.
+        let readseq = find(Workload::ReadSeq).found.expect("count");
+        assert!(readseq > 1_000 && readseq < 2_000, "{readseq}");
+        let found = find(Workload::ReadRandom).found.expect("found");
+        assert!(found > 1_000 && found < 2_000, "{found}");
+        assert!(find(Workload::ReadWhileWriting).background_writes.is_some());
+        assert!(table(&report).contains("readwhilewriting"));
+        assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0, "scratch left behind");
+    }
+}

@@ -207,6 +207,9 @@ pub struct BlockPages<'a> {
     /// Ids from here on were created in this session.
     fresh_from: u64,
     next_id: u64,
+    /// Bytes `dirty` and `overflow` hold (kept as they change: the checkpoint asks after
+    /// every key).
+    dirty_bytes: usize,
 }
 
 impl<'a> BlockPages<'a> {
@@ -223,6 +226,7 @@ impl<'a> BlockPages<'a> {
             retired: Vec::new(),
             fresh_from: next_id,
             next_id,
+            dirty_bytes: 0,
         }
     }
 
@@ -243,8 +247,7 @@ impl<'a> BlockPages<'a> {
 
     /// Bytes the dirty pages and unwritten overflow blocks hold.
     pub fn dirty_bytes(&self) -> usize {
-        self.dirty.values().map(|cached| cached.weight).sum::<usize>()
-            + self.overflow.values().map(|chunk| chunk.len()).sum::<usize>()
+        self.dirty_bytes
     }
 
     /// The ids retired so far (see the module header); the caller deletes them with
@@ -272,6 +275,7 @@ impl<'a> BlockPages<'a> {
         let chunks: Vec<Vec<u8>> =
             if value.is_empty() { vec![Vec::new()] } else { chunks.collect() };
         for (id, chunk) in (first..).zip(chunks) {
+            self.dirty_bytes += chunk.len();
             self.overflow.insert(id, Arc::new(chunk));
         }
         OverflowRef { len: value.len() as u64, first, blocks: blocks as u32 }
@@ -300,7 +304,10 @@ impl<'a> BlockPages<'a> {
             return;
         }
         self.pages.cache.remove(id);
-        let unwritten = self.dirty.remove(&id).is_some() | self.overflow.remove(&id).is_some();
+        let page = self.dirty.remove(&id).map(|cached| cached.weight);
+        let chunk = self.overflow.remove(&id).map(|chunk| chunk.len());
+        let unwritten = page.is_some() | chunk.is_some();
+        self.dirty_bytes -= page.unwrap_or(0) + chunk.unwrap_or(0);
         if !unwritten {
             // A flush wrote it.
             self.deleted.insert(id);
@@ -329,6 +336,7 @@ impl<'a> BlockPages<'a> {
             .collect();
         self.pages.blocks.apply_group(&group)?;
         self.overflow.clear();
+        self.dirty_bytes = 0;
         self.deleted.clear();
         for cached in std::mem::take(&mut self.dirty).into_values() {
             cached.dirty.store(false, Ordering::Release);
@@ -375,7 +383,10 @@ impl PageStore for BlockPages<'_> {
         let cache = &self.pages.cache;
         cache.remove(id);
         cache.insert(id, Arc::clone(&cached));
-        self.dirty.insert(id, cached);
+        self.dirty_bytes += cached.weight;
+        if let Some(old) = self.dirty.insert(id, cached) {
+            self.dirty_bytes -= old.weight;
+        }
         id
     }
 

@@ -115,10 +115,19 @@ fn dirty_pages_never_leave_the_cache_before_a_flush() {
         tree.put(&mut pages, &key(i), Value::Inline(vec![1; 30])).expect("put");
     }
     assert!(pages.dirty_count() > 50);
+    let overflow = pages.write_overflow(&[7u8; 5000]);
+    let summed = |pages: &BlockPages<'_>| {
+        pages.dirty.values().map(|cached| cached.weight).sum::<usize>()
+            + pages.overflow.values().map(|chunk| chunk.len()).sum::<usize>()
+    };
+    assert_eq!(pages.dirty_bytes(), summed(&pages), "the running total drifted");
+    pages.free_overflow(&overflow);
+    assert_eq!(pages.dirty_bytes(), summed(&pages), "the running total drifted");
     assert!(cache.stats().over_budget > 0, "the cache says it could not make room");
     // Nothing has been written yet, so every page must come from the cache.
     assert_eq!(all(&tree, &pages).len(), 2_000);
     pages.flush(None).expect("flush");
+    assert_eq!(pages.dirty_bytes(), 0);
     // Now clean, they leave at once (the flush trims the cache), and are read back from
     // their blocks when needed.
     assert!(cache.used_bytes() <= 4 << 10, "{} bytes still cached", cache.used_bytes());

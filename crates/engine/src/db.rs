@@ -180,7 +180,7 @@ impl Visibility {
     }
 
     /// Waits until `sequence` is visible; gives up when `failed` is set (a write below it
-    /// will never be published).
+    /// will never be published; `wake_all` tells the waiters).
     fn wait(&self, sequence: u64, failed: &AtomicBool) -> bool {
         if self.get() >= sequence {
             return true;
@@ -190,14 +190,15 @@ impl Visibility {
             if failed.load(Ordering::Acquire) {
                 return false;
             }
-            // The timeout only re-checks `failed`: a failing writer does not notify.
-            ahead = self
-                .advanced
-                .wait_timeout(ahead, Duration::from_millis(50))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            ahead = self.advanced.wait(ahead).unwrap_or_else(PoisonError::into_inner);
         }
         true
+    }
+
+    /// Wakes every waiter to look again (after a failure was recorded).
+    fn wake_all(&self) {
+        let _ahead = lock(&self.ahead);
+        self.advanced.notify_all();
     }
 }
 
@@ -563,7 +564,9 @@ impl Inner {
             *failure = Some(error.to_string());
         }
         self.failed.store(true, Ordering::Release);
+        drop(failure);
         self.trigger_cv.notify_all();
+        self.visible.wake_all();
         error
     }
 
@@ -689,9 +692,9 @@ impl Inner {
                 }
                 return;
             }
-            // An error poisons the store; writers and `checkpoint` callers report it.
+            // An error poisons the store; writers and `checkpoint` callers report it. The
+            // checkpoint sets `last`, the start of the next interval.
             let _ = self.checkpoint();
-            lock(&self.checkpointer).last = Instant::now();
         }
     }
 
@@ -962,12 +965,6 @@ impl Inner {
         let cache = self.pages.cache();
         let counters = &self.counters;
         let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let log_file_bytes = self
-            .wal
-            .segment_paths()
-            .iter()
-            .map(|path| std::fs::metadata(path).map_or(0, |meta| meta.len()))
-            .sum();
         Ok(Stats {
             sequence: self.visible.get(),
             checkpoint_sequence,
@@ -987,7 +984,7 @@ impl Inner {
             pages_written: count(&counters.pages_written),
             blocks_reclaimed: count(&counters.blocks_reclaimed),
             blocks_retired,
-            log_file_bytes,
+            log_file_bytes: self.wal.file_bytes(),
             log: self.wal.stats(),
             blocks: self.pages.blocks().stats(),
         })

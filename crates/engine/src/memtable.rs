@@ -23,6 +23,15 @@ use crossbeam_skiplist::SkipMap;
 /// vectors' headers.
 const VERSION_OVERHEAD: usize = 96;
 
+/// The versions between two bounds, in order.
+type VersionRange<'a> = crossbeam_skiplist::map::Range<
+    'a,
+    VersionKey,
+    (Bound<VersionKey>, Bound<VersionKey>),
+    VersionKey,
+    Option<Vec<u8>>,
+>;
+
 /// A key and the sequence number of one of its versions; ordered by key, then newest first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct VersionKey {
@@ -91,6 +100,14 @@ impl Memtable {
             .then(|| Found { sequence: entry.key().sequence, value: entry.value().clone() })
     }
 
+    /// The versions of the keys from `start` (inclusive) to `end` (exclusive; `None` for
+    /// no end), in order.
+    fn versions_in(&self, start: &[u8], end: Option<&[u8]>) -> VersionRange<'_> {
+        let first = |key: &[u8]| VersionKey { key: key.to_vec(), sequence: u64::MAX };
+        let high = end.map_or(Bound::Unbounded, |end| Bound::Excluded(first(end)));
+        self.versions.range((Bound::Included(first(start)), high))
+    }
+
     /// Up to `limit` keys from `start` on (inclusive) and below `end` (exclusive; `None`
     /// for no end), ascending, each with its newest version at or below `sequence`.
     pub fn scan(
@@ -100,13 +117,9 @@ impl Memtable {
         sequence: u64,
         limit: usize,
     ) -> Vec<(Vec<u8>, Found)> {
-        let from = VersionKey { key: start.to_vec(), sequence: u64::MAX };
         let mut out: Vec<(Vec<u8>, Found)> = Vec::new();
-        for entry in self.versions.range(from..) {
+        for entry in self.versions_in(start, end) {
             let version = entry.key();
-            if end.is_some_and(|end| version.key.as_slice() >= end) {
-                break;
-            }
             if version.sequence > sequence || out.last().is_some_and(|(k, _)| *k == version.key) {
                 continue;
             }
@@ -128,14 +141,7 @@ impl Memtable {
         sequence: u64,
         limit: usize,
     ) -> Vec<(Vec<u8>, Found)> {
-        let low = VersionKey { key: start.to_vec(), sequence: u64::MAX };
-        let range = match end {
-            Some(end) => self.versions.range((
-                Bound::Included(low),
-                Bound::Excluded(VersionKey { key: end.to_vec(), sequence: u64::MAX }),
-            )),
-            None => self.versions.range((Bound::Included(low), Bound::Unbounded)),
-        };
+        let range = self.versions_in(start, end);
         // Backwards, a key's versions come oldest first: the last one at or below
         // `sequence` before the key changes is the one to keep.
         let mut out: Vec<(Vec<u8>, Found)> = Vec::new();

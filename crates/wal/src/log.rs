@@ -465,6 +465,11 @@ impl Wal {
         self.shared.lock().segments.iter().map(|live| live.segment.path.clone()).collect()
     }
 
+    /// Bytes of the live segment files (each is allocated in full when prepared).
+    pub fn file_bytes(&self) -> u64 {
+        self.shared.lock().segments.iter().map(|live| live.segment.capacity).sum()
+    }
+
     /// The pmem mode in force (`None` on the file backend).
     pub fn pmem_mode(&self) -> Option<tierkv_io::PmemMode> {
         self.shared.lock().active().segment.file.pmem_mode()

@@ -29,9 +29,9 @@ use std::sync::Arc;
 
 use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
 
-use crate::cache::{Cached, PageCache};
+use crate::cache::{allocation_bytes, Cached, PageCache};
 use crate::meta::{Meta, MetaError, META_BLOCK};
-use crate::page::{self, OverflowRef, Page, PageError};
+use crate::page::{self, OverflowRef, Page, PageError, Value};
 use crate::tree::{PageSource, PageStore};
 
 /// Bytes of a value in each of its overflow blocks (the last one holds the rest).
@@ -94,14 +94,42 @@ impl Cached for CachedPage {
     }
 }
 
-/// Bytes a decoded page is counted as in the cache: its encoded size and a fixed overhead
-/// per entry for the vectors that hold it.
+/// Bytes of the cache's own records of a page (its map entry and queue slots), roughly.
+const CACHE_ENTRY_BYTES: usize = 64;
+
+/// Bytes a decoded page is counted as in the cache: the allocations that hold it (the
+/// entries' vector at its capacity, each key and inline value), the page's own records in
+/// their `Arc`s, and the cache's map entry and queue slot for it.
 fn weight(page: &Page) -> usize {
-    let entries = match page {
-        Page::Leaf(leaf) => leaf.entries.len(),
-        Page::Internal(internal) => internal.entries.len(),
-    };
-    page.encoded_len() + 48 * entries + 64
+    let arc = 2 * size_of::<usize>();
+    let fixed = allocation_bytes(arc + size_of::<CachedPage>())
+        + allocation_bytes(arc + size_of::<Page>())
+        + CACHE_ENTRY_BYTES;
+    fixed
+        + match page {
+            Page::Leaf(leaf) => {
+                allocation_bytes(leaf.entries.capacity() * size_of::<(Vec<u8>, Value)>())
+                    + leaf
+                        .entries
+                        .iter()
+                        .map(|(key, value)| {
+                            allocation_bytes(key.capacity())
+                                + match value {
+                                    Value::Inline(bytes) => allocation_bytes(bytes.capacity()),
+                                    Value::Overflow(_) => 0,
+                                }
+                        })
+                        .sum::<usize>()
+            }
+            Page::Internal(internal) => {
+                allocation_bytes(internal.entries.capacity() * size_of::<(Vec<u8>, u64)>())
+                    + internal
+                        .entries
+                        .iter()
+                        .map(|(key, _)| allocation_bytes(key.capacity()))
+                        .sum::<usize>()
+            }
+        }
 }
 
 /// The pages on a block store, read through the page cache; shared by every reader.

@@ -35,6 +35,17 @@ pub trait Cached: Send + Sync {
     }
 }
 
+/// Bytes an allocation of `len` bytes takes from the heap: what a general-purpose allocator
+/// (glibc's, or any size-class one) hands out for it, a header of 8 bytes and rounding to 16,
+/// at least 32. Counting this rather than `len` keeps a budget of small allocations (keys,
+/// short values) honest: a 16-byte key costs 32 bytes.
+pub fn allocation_bytes(len: usize) -> usize {
+    match len {
+        0 => 0,
+        len => (len + 8).next_multiple_of(16).max(32),
+    }
+}
+
 /// Reads done on a page, at most (S3-FIFO's frequency counter).
 const MAX_FREQ: u8 = 3;
 

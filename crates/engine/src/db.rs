@@ -59,7 +59,7 @@ use crate::cache::{CacheStats, PageCache};
 use crate::memtable::{Found, Memtable};
 use crate::meta::{Meta, FIRST_PAGE};
 use crate::page::{shortest_separator, InternalPage, LeafPage, OverflowRef, Page, Value};
-use crate::tree::{PageSource, PageStore, Tree};
+use crate::tree::{Change, PageSource, PageStore, Tree};
 use crate::{Error, Options, Result};
 
 /// Entries an iterator takes from each source at first: a seek that reads one entry should
@@ -291,8 +291,9 @@ impl Db {
             ..StoreOptions::default()
         };
         let blocks = LogStore::open(storage, dir.join("blocks"), store_options)?;
-        let shards = (options.cache_size / (4 << 20)).clamp(1, 64);
-        let pages = Pages::new(Arc::new(blocks), PageCache::new(options.cache_size, shards));
+        let page_cache = options.page_cache_bytes();
+        let shards = (page_cache / (4 << 20)).clamp(1, 64);
+        let pages = Pages::new(Arc::new(blocks), PageCache::new(page_cache, shards));
         let (meta, reclaim_now) = match pages.read_meta()? {
             Some(meta) => {
                 let mut reclaim: Vec<u64> = (meta.orphans_from..meta.next_page).collect();
@@ -621,13 +622,14 @@ impl Inner {
         Ok(())
     }
 
-    /// Waits while the memtables are full: a checkpoint is running and the new memtable
-    /// reached `write_buffer_size`, or it reached twice that.
+    /// Kicks a checkpoint once the memtable reached `write_buffer_size`, and waits while the
+    /// memtables (with the frozen one a checkpoint is writing back) hold twice that.
     fn wait_for_room(&self) -> Result<()> {
-        let limit = self.options.write_buffer_size;
+        let limit = self.options.write_buffer_bytes();
         let full = |version: &Version| {
             let bytes = version.mutable.bytes();
-            (bytes >= limit, bytes >= 2 * limit || (bytes >= limit && version.frozen.is_some()))
+            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
+            (bytes >= limit, bytes + frozen >= 2 * limit)
         };
         let (due, stall) = full(&read(&self.current));
         if !due {
@@ -742,29 +744,43 @@ impl Inner {
         let mut tree = base.tree.clone();
         let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
         let inline_max = self.options.max_inline_value();
-        let dirty_budget = self.options.cache_size / 4;
-        for (key, value) in frozen.latest() {
-            let old = match value {
-                Some(value) if value.len() > inline_max => {
-                    let overflow = session.write_overflow(&value);
-                    tree.put(&mut session, &key, Value::Overflow(overflow))?
+        let dirty_budget = self.options.dirty_budget();
+        // Changes go to the tree a chunk at a time, each leaf rewritten once per chunk. A
+        // change dirties at most one leaf (and the pages above it), so a chunk of this many
+        // dirties at most an eighth of the dirty budget before the check below.
+        let chunk_len = (dirty_budget / 8 / (2 * self.options.max_page_bytes)).clamp(16, 4096);
+        let mut latest = frozen.latest();
+        let mut chunk: Vec<Change> = Vec::with_capacity(chunk_len);
+        let mut freed: Vec<OverflowRef> = Vec::new();
+        loop {
+            let mut value_bytes = 0;
+            while chunk.len() < chunk_len && value_bytes < dirty_budget / 8 {
+                let Some((key, value)) = latest.next() else { break };
+                let value = value.map(|value| {
+                    value_bytes += value.len();
+                    match value.len() > inline_max {
+                        true => Value::Overflow(session.write_overflow(&value)),
+                        false => Value::Inline(value),
+                    }
+                });
+                chunk.push((key, value));
+            }
+            if chunk.is_empty() {
+                break;
+            }
+            tree.apply(&mut session, &mut chunk, &mut |old| {
+                if let Value::Overflow(overflow) = old {
+                    freed.push(*overflow);
                 }
-                Some(value) => tree.put(&mut session, &key, Value::Inline(value))?,
-                None => tree.delete(&mut session, &key)?,
-            };
-            if let Some(Value::Overflow(overflow)) = old {
+            })?;
+            chunk.clear();
+            for overflow in freed.drain(..) {
                 session.free_overflow(&overflow);
             }
             if session.dirty_bytes() > dirty_budget {
                 // Early: these blocks are orphans (from `orphans_from`) until the meta
                 // record below names the tree they belong to.
-                let meta = Meta { next_page: session.next_id(), ..cp.meta };
-                self.counters
-                    .pages_written
-                    .fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
-                session.flush(Some(&meta))?;
-                cp.meta = meta;
-                self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);
+                self.flush_early(cp, &mut session)?;
             }
         }
         self.finish(cp, session, tree, sequence)?;
@@ -862,7 +878,7 @@ impl Inner {
         let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
         let max = old.max_page_bytes;
         let target = max - max / 16;
-        let dirty_budget = self.options.cache_size / 4;
+        let dirty_budget = self.options.dirty_budget();
         let mut failure: Option<Error> = None;
         // The leaves, filled to `target`, each with the separator before it.
         let mut level: Vec<(Vec<u8>, u64)> = Vec::new();
@@ -974,7 +990,7 @@ impl Inner {
             frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
             cache: cache.stats(),
             cache_bytes: cache.used_bytes(),
-            cache_budget: self.options.cache_size,
+            cache_budget: self.options.page_cache_bytes(),
             gets: count(&counters.gets),
             writes: count(&counters.writes),
             write_ops: count(&counters.write_ops),

@@ -19,8 +19,11 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use crossbeam_skiplist::SkipMap;
 
-/// Bytes a version is counted as besides its key and value: the skip list's node and the
-/// vectors' headers.
+use crate::cache::allocation_bytes;
+
+/// Bytes a version is counted as besides its key's and value's allocations: the skip
+/// list's node (the key's and value's vector headers, the sequence, a reference count and
+/// a tower of one to a few links) as the allocator rounds it.
 const VERSION_OVERHEAD: usize = 96;
 
 /// The versions between two bounds, in order.
@@ -77,7 +80,9 @@ impl Memtable {
     /// Adds a version of `key` at `sequence` (a deletion for `None`). One sequence number
     /// may carry many keys (a batch); the same key twice in one sequence keeps the last.
     pub fn insert(&self, key: &[u8], sequence: u64, value: Option<&[u8]>) {
-        let bytes = key.len() + value.map_or(0, <[u8]>::len) + VERSION_OVERHEAD;
+        let bytes = allocation_bytes(key.len())
+            + value.map_or(0, |value| allocation_bytes(value.len()))
+            + VERSION_OVERHEAD;
         self.bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
         self.versions.insert(VersionKey { key: key.to_vec(), sequence }, value.map(<[u8]>::to_vec));
     }

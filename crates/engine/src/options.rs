@@ -12,12 +12,15 @@ use crate::Error;
 /// How a store is opened: memory budgets, durability, placement and checkpoints.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Bytes of decoded pages the page cache keeps. Default 256 MiB.
+    /// The memory budget of the store's data, in bytes: the memtables (up to twice
+    /// `write_buffer_size`) and the page cache of decoded pages (the rest), both counted as
+    /// the allocations they make. Default 256 MiB.
     pub cache_size: usize,
-    /// A checkpoint starts once the memtable holds this many bytes; writers wait while a
-    /// second memtable fills up to this size during a checkpoint, so the memtables take at
-    /// most twice this. Default 16 MiB.
-    pub write_buffer_size: usize,
+    /// A checkpoint starts once the memtable holds this many bytes; writers wait while the
+    /// memtables (the one taking writes, and the one a checkpoint is writing back) hold
+    /// twice this, which comes out of `cache_size`. Default (`None`): an eighth of
+    /// `cache_size`, from 64 KiB to 64 MiB.
+    pub write_buffer_size: Option<usize>,
     /// Pages larger than this split. Default 8 KiB. Values over a quarter of it are kept in
     /// overflow blocks.
     pub max_page_bytes: usize,
@@ -50,7 +53,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             cache_size: 256 << 20,
-            write_buffer_size: 16 << 20,
+            write_buffer_size: None,
             max_page_bytes: 8 << 10,
             durability: Durability::Sync,
             log_dir: None,
@@ -65,6 +68,12 @@ impl Default for Options {
         }
     }
 }
+
+/// The smallest `write_buffer_size`.
+const MIN_WRITE_BUFFER: usize = 64 << 10;
+
+/// The largest default `write_buffer_size`.
+const MAX_DEFAULT_WRITE_BUFFER: usize = 64 << 20;
 
 /// The smallest page: room for a few entries of the largest key.
 pub const MIN_PAGE_BYTES: usize = 1 << 10;
@@ -81,16 +90,18 @@ impl Options {
                 self.max_page_bytes
             ));
         }
-        if self.cache_size < 16 * self.max_page_bytes {
-            return invalid(format!(
-                "cache_size {} must hold at least 16 pages of {} bytes",
-                self.cache_size, self.max_page_bytes
-            ));
+        if let Some(size) = self.write_buffer_size {
+            if size < MIN_WRITE_BUFFER {
+                return invalid(format!("write_buffer_size {size} is under the minimum of 64 KiB"));
+            }
         }
-        if self.write_buffer_size < 64 << 10 {
+        if self.page_cache_bytes() < 16 * self.max_page_bytes {
             return invalid(format!(
-                "write_buffer_size {} is under the minimum of 64 KiB",
-                self.write_buffer_size
+                "cache_size {} leaves {} bytes for pages after the memtables (twice \
+                 write_buffer_size); it must leave at least 16 pages of {} bytes",
+                self.cache_size,
+                self.page_cache_bytes(),
+                self.max_page_bytes
             ));
         }
         if self.checkpoint_log_bytes == 0 {
@@ -107,8 +118,29 @@ impl Options {
         Ok(())
     }
 
+    /// Bytes of the memtable at which a checkpoint starts (`write_buffer_size`, or its
+    /// default).
+    pub fn write_buffer_bytes(&self) -> usize {
+        self.write_buffer_size
+            .unwrap_or((self.cache_size / 8).clamp(MIN_WRITE_BUFFER, MAX_DEFAULT_WRITE_BUFFER))
+    }
+
+    /// Bytes of the page cache: `cache_size` less what the memtables may take.
+    pub fn page_cache_bytes(&self) -> usize {
+        self.cache_size.saturating_sub(2 * self.write_buffer_bytes())
+    }
+
+    /// Bytes of dirty pages a checkpoint keeps before it writes them early: a quarter of
+    /// the page cache, so that clean pages can still be evicted to make room.
+    pub(crate) fn dirty_budget(&self) -> usize {
+        self.page_cache_bytes() / 4
+    }
+
     /// Values longer than this go to overflow blocks.
     pub(crate) fn max_inline_value(&self) -> usize {
         self.max_page_bytes / 4
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -104,16 +104,20 @@ impl LeafPage {
     /// keeps the lower half, and the upper half is returned with its separator, the shortest
     /// key above every key kept and at or below every key moved (see `shortest_separator`).
     pub fn split(&mut self) -> (Vec<u8>, LeafPage) {
+        self.split_at_bytes(self.encoded_len() / 2)
+    }
+
+    /// Splits a leaf of two entries or more in two: this page keeps the most lower entries
+    /// that fit in `target` encoded bytes (at least one, and never all), and the rest is
+    /// returned with its separator (as `split`).
+    pub fn split_at_bytes(&mut self, target: usize) -> (Vec<u8>, LeafPage) {
         assert!(self.entries.len() >= 2, "invariant: a leaf splits only with two entries");
-        let half = self.encoded_len() / 2;
-        let mut size = HEADER_BYTES;
-        let mut at = 0;
-        while at < self.entries.len() - 1 {
-            size += entry_len(&self.entries[at].0, &self.entries[at].1);
+        let len = |(key, value): &(Vec<u8>, Value)| entry_len(key, value);
+        let mut size = HEADER_BYTES + len(&self.entries[0]);
+        let mut at = 1;
+        while at < self.entries.len() - 1 && size + len(&self.entries[at]) <= target {
+            size += len(&self.entries[at]);
             at += 1;
-            if size >= half {
-                break;
-            }
         }
         let right = LeafPage { entries: self.entries.split_off(at) };
         let separator = shortest_separator(&self.entries[at - 1].0, &right.entries[0].0);
@@ -203,8 +207,31 @@ impl InternalPage {
     /// middle separator moves up to the parent (returned), and the upper part is returned
     /// with the middle separator's child as its first child.
     pub fn split(&mut self) -> (Vec<u8>, InternalPage) {
+        self.split_at_index(self.entries.len() / 2)
+    }
+
+    /// Splits a page of three separators or more in two: this page keeps the most lower
+    /// separators that fit in `target` encoded bytes (at least one), the next separator
+    /// moves up to the parent (returned), and the rest (at least one separator) is returned
+    /// with that separator's child as its first child.
+    pub fn split_at_bytes(&mut self, target: usize) -> (Vec<u8>, InternalPage) {
         assert!(self.entries.len() >= 3, "invariant: an internal page splits with three entries");
-        let middle = self.entries.len() / 2;
+        let len = |(key, _): &(Vec<u8>, u64)| 4 + key.len() + 8;
+        let mut size = HEADER_BYTES + 8 + len(&self.entries[0]);
+        let mut middle = 1;
+        while middle < self.entries.len() - 2 && size + len(&self.entries[middle]) <= target {
+            size += len(&self.entries[middle]);
+            middle += 1;
+        }
+        self.split_at_index(middle)
+    }
+
+    /// Splits at separator `middle` (in `1..len - 1`), which moves up.
+    fn split_at_index(&mut self, middle: usize) -> (Vec<u8>, InternalPage) {
+        assert!(
+            (1..self.entries.len().saturating_sub(1)).contains(&middle),
+            "invariant: an internal page splits with a separator on each side"
+        );
         let mut upper = self.entries.split_off(middle);
         let (separator, first_child) = upper.remove(0);
         (separator, InternalPage { first_child, entries: upper })

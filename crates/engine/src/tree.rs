@@ -10,14 +10,19 @@
 //! while a snapshot of the older version lives). The engine changes the tree only at
 //! checkpoints, so each path is copied once per checkpoint, not once per write.
 //!
+//! **Batches.** Changes come in batches in key order (`Tree::apply`; `put` and `delete` are
+//! batches of one). Each leaf with changes is rewritten once, merging its entries with the
+//! batch's, and each internal page above once, so a checkpoint copies a page once for all
+//! of its changes rather than once per key.
+//!
 //! **Shape.** The root is a leaf until it first splits; then internal pages route by
 //! separators (`page::InternalPage::child_for`). A page whose encoded size exceeds
-//! `max_page_bytes` after an insert splits (`LeafPage::split`, `InternalPage::split`), again
-//! and again while a piece is still too large (large entries), and its parent takes the
-//! separators; a root that splits gets a new root above it, so every leaf stays at the same
-//! depth.
+//! `max_page_bytes` after a batch is split into as few pages as fit, of about equal size
+//! (`LeafPage::split_at_bytes`, `InternalPage::split_at_bytes`): keys appended in order fill
+//! their pages, and one key too many splits a page in two. Its parent takes the separators;
+//! a root that splits gets a new root above it, so every leaf stays at the same depth.
 //!
-//! **Deletes** remove the entry from its leaf. A page left under a quarter of
+//! **Removals** take the entry out of its leaf. A page left under a quarter of
 //! `max_page_bytes` is merged with a sibling when both fit in one page (the parent loses
 //! their separator), up the tree, and a root left with a single child gives way to it.
 //! Pages that do not fit together stay underfull, which lookups and scans handle.
@@ -55,6 +60,9 @@ pub trait PageStore: PageSource {
     /// Page `id` is no longer part of the tree (merged away, or replaced by a root below it).
     fn free(&mut self, id: u64);
 }
+
+/// One change of a batch (`Tree::apply`): a key and its new value, or `None` to remove it.
+pub type Change = (Vec<u8>, Option<Value>);
 
 /// The result of a tree operation on the store `S`.
 pub type TreeResult<T, S> = Result<T, <S as PageSource>::Error>;
@@ -110,7 +118,49 @@ impl Tree {
         key: &[u8],
         value: Value,
     ) -> TreeResult<Option<Value>, S> {
-        let (old, changed) = self.put_in(store, self.root, key, value)?;
+        let mut old = None;
+        self.apply(store, &mut [(key.to_vec(), Some(value))], &mut |value| {
+            old = Some(value.clone());
+        })?;
+        Ok(old)
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn delete<S: PageStore>(
+        &mut self,
+        store: &mut S,
+        key: &[u8],
+    ) -> TreeResult<Option<Value>, S> {
+        let mut old = None;
+        self.apply(store, &mut [(key.to_vec(), None)], &mut |value| old = Some(value.clone()))?;
+        Ok(old)
+    }
+
+    /// Applies `changes`, in strictly ascending key order: each sets its key to the value, or
+    /// removes the key (`None`). Each leaf is rewritten once for all of its changes, and each
+    /// page on the paths to them once. `replaced` sees every value a change replaced or
+    /// removed. The changes' keys and values are moved out.
+    ///
+    /// A leaf that grows too large is split into as few pages as fit, of about equal size
+    /// (so keys appended in order fill their pages); a page left under a quarter full is
+    /// merged with a sibling when the two fit in one page, and a root left with a single
+    /// child gives way to it.
+    ///
+    /// A single change reads every page on its path before it changes any, so when it fails
+    /// nothing has changed. A failure part way through several may leave some of them made
+    /// in pages created since the store last published (never in a published page): the
+    /// caller gives up the session (the engine poisons the store).
+    pub fn apply<S: PageStore>(
+        &mut self,
+        store: &mut S,
+        changes: &mut [Change],
+        replaced: &mut impl FnMut(&Value),
+    ) -> TreeResult<(), S> {
+        debug_assert!(changes.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let changed = self.apply_in(store, self.root, changes, replaced)?;
         self.root = changed.id;
         let mut splits = changed.splits;
         // The root split: a new root above the pieces, which may have to split in turn.
@@ -121,40 +171,97 @@ impl Tree {
             self.root = root.id;
             splits = root.splits;
         }
-        Ok(old)
+        // A root with a single child is replaced by it (repeatedly, after merges). A root
+        // that cannot be read is left as it is: the changes are made, and a root with one
+        // child is still a valid tree.
+        while let Ok(root) = store.load(self.root) {
+            match &*root {
+                Page::Internal(internal) if internal.entries.is_empty() => {
+                    let old = self.root;
+                    self.root = internal.first_child;
+                    store.free(old);
+                }
+                _ => break,
+            }
+        }
+        Ok(())
     }
 
-    /// Puts into the subtree at `id`; returns the replaced value and what became of page `id`.
-    fn put_in<S: PageStore>(
+    /// Applies `changes` (non-empty, all within page `id`'s key range) to the subtree at
+    /// `id`; returns what became of page `id`.
+    fn apply_in<S: PageStore>(
         &self,
         store: &mut S,
         id: u64,
-        key: &[u8],
-        value: Value,
-    ) -> TreeResult<(Option<Value>, Changed), S> {
-        match Arc::unwrap_or_clone(store.load(id)?) {
-            Page::Leaf(mut leaf) => {
-                let old = match leaf.search(key) {
-                    Ok(at) => Some(std::mem::replace(&mut leaf.entries[at].1, value)),
-                    Err(at) => {
-                        leaf.entries.insert(at, (key.to_vec(), value));
-                        None
-                    }
+        changes: &mut [Change],
+        replaced: &mut impl FnMut(&Value),
+    ) -> TreeResult<Changed, S> {
+        let page = store.load(id)?;
+        match &*page {
+            Page::Leaf(leaf) => {
+                let Some(merged) = merge_leaf(leaf, changes, replaced) else {
+                    return Ok(Changed::unchanged(id));
                 };
-                Ok((old, self.store_fitted(store, id, leaf)))
+                let underfull = merged.encoded_len() < self.max_page_bytes / 4;
+                let mut changed = self.store_fitted(store, id, merged);
+                changed.underfull = underfull;
+                Ok(changed)
             }
-            Page::Internal(mut internal) => {
-                let index = internal.child_index(key);
-                let child = internal.child_at(index);
-                let (old, changed) = self.put_in(store, child, key, value)?;
-                if changed.id == child && changed.splits.is_empty() {
-                    return Ok((old, Changed::unchanged(id)));
+            Page::Internal(internal) => {
+                // The new version of this page, child by child: each child with changes is
+                // replaced by what it became, followed by the pages it split into.
+                let mut next = InternalPage {
+                    first_child: internal.first_child,
+                    entries: Vec::with_capacity(internal.entries.len() + 1),
+                };
+                let mut underfull = Vec::new();
+                let mut any = false;
+                let mut rest = changes;
+                for index in 0..internal.children() {
+                    let child = internal.child_at(index);
+                    let take = match internal.entries.get(index) {
+                        Some((upper, _)) => rest.partition_point(|(key, _)| key < upper),
+                        None => rest.len(),
+                    };
+                    let (mine, after) = std::mem::take(&mut rest).split_at_mut(take);
+                    rest = after;
+                    let changed = if mine.is_empty() {
+                        Changed::unchanged(child)
+                    } else {
+                        self.apply_in(store, child, mine, replaced)?
+                    };
+                    any |= changed.id != child || !changed.splits.is_empty() || changed.underfull;
+                    if index == 0 {
+                        next.first_child = changed.id;
+                    } else {
+                        next.entries.push((internal.entries[index - 1].0.clone(), changed.id));
+                    }
+                    if changed.underfull {
+                        // The child's number in `next` (0 is the first child).
+                        underfull.push(next.entries.len());
+                    }
+                    next.entries.extend(changed.splits);
                 }
-                internal.set_child(index, changed.id);
-                for (separator, right) in changed.splits {
-                    internal.insert(separator, right);
+                if !any {
+                    // Every child with changes was changed in place.
+                    return Ok(Changed::unchanged(id));
                 }
-                Ok((old, self.store_fitted(store, id, internal)))
+                drop(page);
+                // Merge each underfull child with its right sibling, or its left one if it is
+                // the last; from the last, so the numbers of those not merged yet hold.
+                let mut merged = false;
+                for at in underfull.into_iter().rev() {
+                    if next.entries.is_empty() {
+                        break;
+                    }
+                    let left = if at < next.entries.len() { at } else { at - 1 };
+                    merged |= self.merge_children(store, &mut next, left);
+                }
+                let underfull = merged
+                    && (next.entries.is_empty() || next.encoded_len() < self.max_page_bytes / 4);
+                let mut changed = self.store_fitted(store, id, next);
+                changed.underfull = underfull && changed.splits.is_empty();
+                Ok(changed)
             }
         }
     }
@@ -170,70 +277,6 @@ impl Tree {
             splits.push((separator, right));
         }
         Changed { id, splits, underfull: false }
-    }
-
-    /// Removes `key`; returns its value. A page left under a quarter full is merged with a
-    /// sibling when the two fit in one page, and a root left with one child gives way to it.
-    pub fn delete<S: PageStore>(
-        &mut self,
-        store: &mut S,
-        key: &[u8],
-    ) -> TreeResult<Option<Value>, S> {
-        let (value, changed) = self.delete_in(store, self.root, key)?;
-        self.root = changed.id;
-        // A root with a single child is replaced by it (repeatedly, after merges).
-        loop {
-            let Ok(root) = store.load(self.root) else { break };
-            match &*root {
-                Page::Internal(internal) if internal.entries.is_empty() => {
-                    let old = self.root;
-                    self.root = internal.first_child;
-                    store.free(old);
-                }
-                _ => break,
-            }
-        }
-        Ok(value)
-    }
-
-    /// Deletes from the subtree at `id`; returns the value and what became of page `id`.
-    fn delete_in<S: PageStore>(
-        &self,
-        store: &mut S,
-        id: u64,
-        key: &[u8],
-    ) -> TreeResult<(Option<Value>, Changed), S> {
-        let page = store.load(id)?;
-        match &*page {
-            Page::Leaf(leaf) => {
-                let Ok(at) = leaf.search(key) else { return Ok((None, Changed::unchanged(id))) };
-                let mut leaf = leaf.clone();
-                let (_, value) = leaf.entries.remove(at);
-                let underfull = leaf.encoded_len() < self.max_page_bytes / 4;
-                let id = store.store(id, Page::Leaf(leaf));
-                Ok((Some(value), Changed { id, splits: Vec::new(), underfull }))
-            }
-            Page::Internal(internal) => {
-                let index = internal.child_index(key);
-                let child = internal.child_at(index);
-                let (value, changed) = self.delete_in(store, child, key)?;
-                if value.is_none() {
-                    return Ok((None, Changed::unchanged(id)));
-                }
-                let mut internal = internal.clone();
-                internal.set_child(index, changed.id);
-                // Merge the child with its right sibling, or its left one if it is the last.
-                let merged = changed.underfull && !internal.entries.is_empty() && {
-                    let left = if index < internal.entries.len() { index } else { index - 1 };
-                    self.merge_children(store, &mut internal, left)
-                };
-                let underfull = merged
-                    && (internal.entries.is_empty()
-                        || internal.encoded_len() < self.max_page_bytes / 4);
-                let id = store.store(id, Page::Internal(internal));
-                Ok((value, Changed { id, splits: Vec::new(), underfull }))
-            }
-        }
     }
 
     /// Merges children `left` and `left + 1` of `parent` into the left one when they fit in
@@ -309,8 +352,13 @@ impl Tree {
 trait Splits: Sized {
     /// Larger than `max` bytes encoded, with entries enough to split.
     fn too_big(&self, max: usize) -> bool;
-    /// Keeps the lower part; returns the separator and the upper part.
-    fn split_upper(&mut self) -> (Vec<u8>, Self);
+    /// Bytes of the encoded page.
+    fn encoded_len(&self) -> usize;
+    /// Keeps the lower part, of about `target` bytes; returns the separator and the upper
+    /// part.
+    fn split_upper_at(&mut self, target: usize) -> (Vec<u8>, Self);
+    /// Lets go of spare capacity.
+    fn shrink(&mut self);
     fn into_page(self) -> Page;
 }
 
@@ -318,8 +366,14 @@ impl Splits for LeafPage {
     fn too_big(&self, max: usize) -> bool {
         self.encoded_len() > max && self.entries.len() >= 2
     }
-    fn split_upper(&mut self) -> (Vec<u8>, Self) {
-        self.split()
+    fn encoded_len(&self) -> usize {
+        LeafPage::encoded_len(self)
+    }
+    fn split_upper_at(&mut self, target: usize) -> (Vec<u8>, Self) {
+        self.split_at_bytes(target)
+    }
+    fn shrink(&mut self) {
+        self.entries.shrink_to_fit();
     }
     fn into_page(self) -> Page {
         Page::Leaf(self)
@@ -331,26 +385,82 @@ impl Splits for InternalPage {
     fn too_big(&self, max: usize) -> bool {
         self.encoded_len() > max && self.entries.len() >= 3
     }
-    fn split_upper(&mut self) -> (Vec<u8>, Self) {
-        self.split()
+    fn encoded_len(&self) -> usize {
+        InternalPage::encoded_len(self)
+    }
+    fn split_upper_at(&mut self, target: usize) -> (Vec<u8>, Self) {
+        self.split_at_bytes(target)
+    }
+    fn shrink(&mut self) {
+        self.entries.shrink_to_fit();
     }
     fn into_page(self) -> Page {
         Page::Internal(self)
     }
 }
 
-/// Splits `page` until every piece fits `max` bytes or cannot split: the first piece, then
-/// the others with their separators, in key order.
-fn fit<P: Splits>(mut page: P, max: usize) -> (P, Vec<(Vec<u8>, P)>) {
-    if !page.too_big(max) {
-        return (page, Vec::new());
+/// Splits `page` until every piece fits `max` bytes or cannot split: into as few pieces as
+/// its size needs, of about equal size. Returns the first piece, then the others with their
+/// separators, in key order.
+fn fit<P: Splits>(page: P, max: usize) -> (P, Vec<(Vec<u8>, P)>) {
+    let mut pages = Vec::new();
+    let mut separators = Vec::new();
+    fit_into(page, max, &mut pages, &mut separators);
+    let rest = pages.split_off(1);
+    // `fit_into` pushes at least one page.
+    let first = pages.remove(0);
+    (first, separators.into_iter().zip(rest).collect())
+}
+
+/// Pushes the pieces of `page` onto `pages`, and the separators between them onto
+/// `separators` (one fewer).
+fn fit_into<P: Splits>(page: P, max: usize, pages: &mut Vec<P>, separators: &mut Vec<Vec<u8>>) {
+    let mut rest = page;
+    while rest.too_big(max) {
+        let size = rest.encoded_len();
+        let target = size.div_ceil(size.div_ceil(max));
+        let (separator, upper) = rest.split_upper_at(target);
+        let mut lower = std::mem::replace(&mut rest, upper);
+        lower.shrink();
+        // Large entries can leave the lower piece too big still; it has fewer entries than
+        // `rest` had, so this ends.
+        fit_into(lower, max, pages, separators);
+        separators.push(separator);
     }
-    let (separator, right) = page.split_upper();
-    let (left, mut pieces) = fit(page, max);
-    let (right, right_pieces) = fit(right, max);
-    pieces.push((separator, right));
-    pieces.extend(right_pieces);
-    (left, pieces)
+    pages.push(rest);
+}
+
+/// A leaf's entries with `changes` (within its key range, ascending) made, or `None` when
+/// they change nothing (removals of keys it does not hold). Moves the changes' keys and
+/// values out; `replaced` sees each value replaced or removed.
+fn merge_leaf(
+    leaf: &LeafPage,
+    changes: &mut [Change],
+    replaced: &mut impl FnMut(&Value),
+) -> Option<LeafPage> {
+    let puts = changes.iter().filter(|(_, value)| value.is_some()).count();
+    let mut entries = Vec::with_capacity(leaf.entries.len() + puts);
+    let mut old = leaf.entries.iter().peekable();
+    let mut changed = false;
+    for (key, value) in changes.iter_mut() {
+        while let Some(entry) = old.next_if(|(old_key, _)| old_key < key) {
+            entries.push(entry.clone());
+        }
+        if let Some((_, old_value)) = old.next_if(|(old_key, _)| old_key == key) {
+            replaced(old_value);
+            changed = true;
+        }
+        if let Some(value) = value.take() {
+            entries.push((std::mem::take(key), value));
+            changed = true;
+        }
+    }
+    if !changed {
+        return None;
+    }
+    entries.extend(old.cloned());
+    entries.shrink_to_fit();
+    Some(LeafPage { entries })
 }
 
 /// Scans the subtree at `id`; returns false once `visit` asked to stop.

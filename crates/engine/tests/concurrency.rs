@@ -25,8 +25,8 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options() -> Options {
     Options {
-        cache_size: 256 << 10,
-        write_buffer_size: 256 << 10,
+        cache_size: (256 + 512) << 10,
+        write_buffer_size: Some(256 << 10),
         max_page_bytes: 2048,
         durability: Durability::Buffered,
         log_segment_bytes: 1 << 20,

@@ -22,8 +22,8 @@ type State = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options() -> Options {
     Options {
-        cache_size: 32 << 10,
-        write_buffer_size: 64 << 10,
+        cache_size: (32 + 128) << 10,
+        write_buffer_size: Some(64 << 10),
         max_page_bytes: 1024,
         log_segment_bytes: 64 << 10,
         block_segment_bytes: 64 << 10,

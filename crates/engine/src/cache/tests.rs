@@ -209,3 +209,13 @@ fn threads_sharing_the_cache_keep_its_accounting_exact() {
     let stats = cache.stats();
     assert!(stats.hits > 0 && stats.misses > 0 && stats.evictions > 0);
 }
+
+#[test]
+fn an_allocation_costs_its_header_and_rounding() {
+    assert_eq!(allocation_bytes(0), 0);
+    assert_eq!(allocation_bytes(1), 32);
+    assert_eq!(allocation_bytes(24), 32);
+    assert_eq!(allocation_bytes(25), 48);
+    assert_eq!(allocation_bytes(100), 112);
+    assert_eq!(allocation_bytes(8192), 8208);
+}

@@ -254,6 +254,42 @@ proptest! {
     }
 
     #[test]
+    fn a_leaf_split_at_a_size_keeps_the_most_entries_that_fit_it(
+        original in leaf_strategy(2),
+        target in 0usize..4096,
+    ) {
+        let mut left = original.clone();
+        let (separator, right) = left.split_at_bytes(target);
+        prop_assert!(!left.entries.is_empty() && !right.entries.is_empty());
+        prop_assert!(left.entries.iter().all(|(k, _)| *k < separator));
+        prop_assert!(right.entries.iter().all(|(k, _)| *k >= separator));
+        // The lower part fits the target unless it holds a single entry, and the next entry
+        // would not have fitted unless it had to stay for the upper part.
+        prop_assert!(left.encoded_len() <= target || left.entries.len() == 1);
+        let (next_key, next_value) = &right.entries[0];
+        let with_next = left.encoded_len() + entry_len(next_key, next_value);
+        prop_assert!(with_next > target || right.entries.len() == 1);
+        left.merge(right);
+        prop_assert_eq!(left, original);
+    }
+
+    #[test]
+    fn an_internal_page_split_at_a_size_keeps_the_most_separators_that_fit_it(
+        original in internal_strategy(3),
+        target in 0usize..4096,
+    ) {
+        let mut left = original.clone();
+        let (separator, right) = left.split_at_bytes(target);
+        prop_assert!(!left.entries.is_empty() && !right.entries.is_empty());
+        prop_assert!(left.entries.iter().all(|(k, _)| *k < separator));
+        prop_assert!(right.entries.iter().all(|(k, _)| *k > separator));
+        prop_assert!(left.encoded_len() <= target || left.entries.len() == 1);
+        prop_assert!(left.encoded_len() + 12 + separator.len() > target || right.entries.len() == 1);
+        left.merge(separator, right);
+        prop_assert_eq!(left, original);
+    }
+
+    #[test]
     fn inserting_a_split_child_sends_its_keys_there(
         mut page in internal_strategy(0),
         separator in key_strategy(),

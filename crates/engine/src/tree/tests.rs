@@ -419,3 +419,81 @@ fn collect_pages(store: &CowStore, id: u64, out: &mut Vec<u64>) {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Batches (`Tree::apply`) do what the same changes one at a time would: after each
+    /// batch the tree holds the model's contents and keeps its shape, `replaced` saw exactly
+    /// the values the batch replaced or removed, and every earlier version still reads as
+    /// it did when it was published.
+    #[test]
+    fn batches_match_a_btreemap_and_keep_old_versions(
+        rounds in prop::collection::vec(prop::collection::vec(op(), 1..200), 1..8),
+        max in 96usize..400,
+    ) {
+        let mut store = CowStore::default();
+        let mut tree = Tree::create(&mut store, max);
+        store.publish();
+        let mut model: Contents = BTreeMap::new();
+        let mut versions: Vec<(Tree, Contents)> = Vec::new();
+        for round in rounds {
+            // The round's last change of each key, in key order.
+            let mut batch: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            for op in round {
+                match op {
+                    Op::Put(k, v) => drop(batch.insert(k, Some(v))),
+                    Op::Delete(k) => drop(batch.insert(k, None)),
+                    _ => {}
+                }
+            }
+            let mut want_replaced = Vec::new();
+            for (k, v) in &batch {
+                let old = match v {
+                    Some(v) => model.insert(k.clone(), v.clone()),
+                    None => model.remove(k),
+                };
+                want_replaced.extend(old.map(Value::Inline));
+            }
+            let mut changes: Vec<Change> =
+                batch.into_iter().map(|(k, v)| (k, v.map(Value::Inline))).collect();
+            let mut replaced = Vec::new();
+            tree.apply(&mut store, &mut changes, &mut |old| replaced.push(old.clone())).unwrap();
+            prop_assert_eq!(replaced, want_replaced);
+            store.publish();
+            versions.push((tree.clone(), model.clone()));
+            for (version, want) in &versions {
+                let got: Vec<(Vec<u8>, Value)> = check(version, &store);
+                let want: Vec<(Vec<u8>, Value)> =
+                    want.iter().map(|(k, v)| (k.clone(), Value::Inline(v.clone()))).collect();
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+}
+
+#[test]
+fn keys_appended_in_batches_fill_their_leaves() {
+    // Keys in order, 500 a batch: each batch's leaf is split into as few pages as fit, so
+    // the leaves end up nearly full (split in halves they would be about half full).
+    let max = 1024;
+    let mut store = MapStore::default();
+    let mut tree = Tree::create(&mut store, max);
+    for batch in 0..20u32 {
+        let mut changes: Vec<Change> = (batch * 500..(batch + 1) * 500)
+            .map(|i| (format!("key{i:08}").into_bytes(), Some(Value::Inline(vec![7; 40]))))
+            .collect();
+        tree.apply(&mut store, &mut changes, &mut |_| panic!("nothing is replaced")).unwrap();
+    }
+    assert_eq!(check(&tree, &store).len(), 10_000);
+    let leaves: Vec<usize> = store
+        .pages
+        .values()
+        .filter_map(|page| match &**page {
+            Page::Leaf(leaf) => Some(leaf.encoded_len()),
+            Page::Internal(_) => None,
+        })
+        .collect();
+    let fill = leaves.iter().sum::<usize>() as f64 / (leaves.len() * max) as f64;
+    assert!(fill > 0.85, "leaves are {:.0}% full on average", fill * 100.0);
+}

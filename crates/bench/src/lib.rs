@@ -16,6 +16,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+mod bars;
 pub mod blocks;
 pub mod device;
 pub mod engine;

@@ -13,7 +13,44 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value as Json};
-use tierkv::{AccessMethod, Db, Durability, Options, WriteBatch};
+use tierkv::{AccessMethod, Backend, Codec, Db, Durability, Options, WriteBatch};
+
+/// How the engine is set up: its memory budget, placement and compression. Shared by the
+/// key-value subcommands and `bench engine`.
+#[derive(Args, Clone)]
+pub struct EngineArgs {
+    /// The engine's memory budget in MiB: the page cache and the memtables together.
+    #[arg(long, default_value_t = 256)]
+    pub cache_mib: usize,
+    /// Read method: syscall, direct or mmap.
+    #[arg(long, default_value = "syscall")]
+    pub read_method: AccessMethod,
+    /// Directory of the write-ahead log (for example on /dev/shm or a DAX mount); default:
+    /// `log` inside the store.
+    #[arg(long)]
+    pub log_dir: Option<PathBuf>,
+    /// How the log persists appends: file (fdatasync, group commit) or pmem (cache-line
+    /// flushes and a fence on a mapping).
+    #[arg(long, default_value = "file")]
+    pub log_backend: Backend,
+    /// Page compression on disk: none, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    pub compression: Codec,
+}
+
+impl EngineArgs {
+    /// `options` with these settings.
+    pub fn apply(&self, options: Options) -> Options {
+        Options {
+            cache_size: self.cache_mib << 20,
+            read_method: self.read_method,
+            log_dir: self.log_dir.clone(),
+            log_backend: self.log_backend,
+            compression: self.compression,
+            ..options
+        }
+    }
+}
 
 /// Where the store is and how to open it.
 #[derive(Args, Clone)]
@@ -21,12 +58,8 @@ pub struct StoreArgs {
     /// The store's directory (created by writes when missing).
     #[arg(long, default_value = ".")]
     db: PathBuf,
-    /// Page cache budget in MiB.
-    #[arg(long, default_value_t = 256)]
-    cache_mib: usize,
-    /// Read method: syscall, direct or mmap.
-    #[arg(long, default_value = "syscall")]
-    read_method: AccessMethod,
+    #[command(flatten)]
+    engine: EngineArgs,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -34,11 +67,7 @@ pub struct StoreArgs {
 
 impl StoreArgs {
     fn open(&self) -> Result<Db, String> {
-        let options = Options {
-            cache_size: self.cache_mib << 20,
-            read_method: self.read_method,
-            ..Options::default()
-        };
+        let options = self.engine.apply(Options::default());
         Db::open(&self.db, options).map_err(|e| format!("cannot open {}: {e}", self.db.display()))
     }
 

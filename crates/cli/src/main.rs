@@ -31,6 +31,15 @@ struct Cli {
 
 mod kv;
 
+/// The process's allocator (see the `mimalloc` feature in Cargo.toml).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator's name, for benchmark reports.
+const ALLOCATOR_NAME: &str =
+    if cfg!(feature = "mimalloc") { "mimalloc" } else { "system (the C library's malloc)" };
+
 #[derive(Subcommand)]
 enum Command {
     #[command(flatten)]
@@ -109,15 +118,18 @@ struct EngineArgs {
     /// Durability of every put: sync, buffered or none.
     #[arg(long, default_value = "sync")]
     durability: String,
-    /// Page cache budget in MiB.
-    #[arg(long, default_value_t = 256)]
-    cache_mib: usize,
-    /// Read method: syscall, direct or mmap.
-    #[arg(long, default_value = "syscall")]
-    read_method: AccessMethod,
+    #[command(flatten)]
+    engine: kv::EngineArgs,
+    /// After the workloads, reopen the store with the syscall and the mmap read method in
+    /// turn, this many times each, and time random lookups on a cold engine cache.
+    #[arg(long, default_value_t = 0)]
+    compare_read_methods: usize,
     /// Write the report as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write SVG plots into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -373,14 +385,21 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
         "none" => Durability::None,
         other => return Err(format!("--durability must be sync, buffered or none, not {other:?}")),
     };
-    config.options.cache_size = args.cache_mib << 20;
-    config.options.read_method = args.read_method;
+    config.options = args.engine.apply(config.options);
     config.progress = !args.quiet;
+    config.read_method_trials = args.compare_read_methods;
+    config.allocator = ALLOCATOR_NAME.into();
+    config.command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = engine_bench::run(&config).map_err(|e| e.to_string())?;
     print!("{}", engine_bench::table(&report));
     if let Some(json) = &args.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    }
+    if let Some(dir) = &args.plot {
+        for path in engine_bench::write_plots(&report, dir).map_err(|e| e.to_string())? {
+            println!("plot: {}", path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

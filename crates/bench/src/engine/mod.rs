@@ -14,8 +14,14 @@
 //!
 //! Each workload reports ops/s, MB/s of keys and values, latency percentiles (HdrHistogram)
 //! and what the engine did meanwhile (checkpoints, cache hit ratio). The store lives in a
-//! fresh directory under `path`, removed at the end. Resident memory is sampled before and
-//! after each workload.
+//! fresh directory under `path`, removed at the end. Resident memory is sampled after each
+//! workload, and its peak is set against the bound of `cache_size` + 64 MiB.
+//!
+//! **Read methods** (`read_method_trials`): after the workloads, the store is reopened with
+//! the `syscall` and the `mmap` read method in turn, alternating which goes first, and each
+//! runs `reads` random lookups on a cold engine cache; the medians and their ratio are
+//! reported. Seed 000 measures this case (data in the OS page cache, not in the engine's)
+//! at +63% for mmap.
 //!
 //! Must never: count an operation that failed, or assert on speed.
 
@@ -27,12 +33,22 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tierkv::{Db, Durability, Options};
+use tierkv_io::file_system_info;
 use tierkv_io::machine::{machine_info, process_memory};
+use tierkv_io::AccessMethod;
 
 use crate::device::{BenchError, Machine};
+use crate::summary::median_of_present;
+
+mod plot;
+
+pub use plot::write_plots;
 
 /// Bytes of a key.
 pub const KEY_BYTES: usize = 16;
+
+/// Resident memory allowed beyond `cache_size` (issue 6's bound).
+pub const MEMORY_HEADROOM_BYTES: usize = 64 << 20;
 
 /// One of db_bench's workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -115,6 +131,12 @@ pub struct EngineBenchConfig {
     pub seed: u64,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Trials of the read-method comparison (0: none; see the module header).
+    pub read_method_trials: usize,
+    /// The process's allocator, as the binary names it.
+    pub allocator: String,
+    /// The command line, for the report.
+    pub command: String,
 }
 
 impl EngineBenchConfig {
@@ -131,6 +153,9 @@ impl EngineBenchConfig {
             options: Options::default(),
             seed: 0x7e57_0001,
             progress: true,
+            read_method_trials: 0,
+            allocator: "system".into(),
+            command: String::new(),
         }
     }
 }
@@ -168,11 +193,54 @@ pub struct WorkloadResult {
     pub rss_bytes: Option<u64>,
 }
 
+/// One timed pass of random lookups with one read method.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadMethodTrial {
+    /// `syscall` or `mmap`.
+    pub method: String,
+    /// Which trial (pairs of one pass per method).
+    pub trial: usize,
+    /// Lookups per second.
+    pub ops_per_sec: f64,
+    /// Median latency, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Page cache hits ÷ lookups during the pass.
+    pub cache_hit_ratio: Option<f64>,
+}
+
+/// The read-method comparison (see the module header).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadMethodsReport {
+    /// Lookups per pass.
+    pub reads: u64,
+    /// Every pass, in the order run.
+    pub trials: Vec<ReadMethodTrial>,
+    /// Median ops/s of the `syscall` passes.
+    pub syscall_median_ops_per_sec: Option<f64>,
+    /// Median ops/s of the `mmap` passes.
+    pub mmap_median_ops_per_sec: Option<f64>,
+    /// mmap's median ÷ syscall's.
+    pub mmap_over_syscall: Option<f64>,
+    /// Whether the store's files fit in the machine's memory (so the OS page cache can hold
+    /// them) while being larger than the engine's cache: the case seed 000 measures.
+    pub data_fits_os_cache_not_engine_cache: bool,
+}
+
 /// The whole run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EngineBenchReport {
+    /// The command line.
+    pub command: String,
     /// Where it ran.
     pub machine: Machine,
+    /// The directory the store was made under.
+    pub path: PathBuf,
+    /// Its file system.
+    pub fs_type: String,
+    /// The process's allocator.
+    pub allocator: String,
     /// Keys in the store.
     pub num: u64,
     /// Lookups per read workload.
@@ -183,14 +251,26 @@ pub struct EngineBenchReport {
     pub value_size: usize,
     /// Durability of the puts.
     pub durability: String,
-    /// The engine's cache budget, bytes.
+    /// The engine's memory budget (`cache_size`), bytes.
     pub cache_size: usize,
+    /// Of which the page cache, bytes.
+    pub page_cache_bytes: usize,
+    /// And the memtable size that starts a checkpoint (the memtables take up to twice it).
+    pub write_buffer_bytes: usize,
+    /// Bytes of keys and values the fills put (`num` × (key + value)): the data set.
+    pub data_bytes: u64,
     /// The read method.
     pub read_method: String,
     /// Results in the order run.
     pub results: Vec<WorkloadResult>,
     /// Peak resident memory of the process, bytes.
     pub peak_rss_bytes: Option<u64>,
+    /// The bound on it: `cache_size` + 64 MiB.
+    pub memory_bound_bytes: u64,
+    /// Whether the peak kept within the bound.
+    pub within_memory_bound: Option<bool>,
+    /// The read-method comparison, when it ran.
+    pub read_methods: Option<ReadMethodsReport>,
     /// Bytes of the store's block files at the end.
     pub store_file_bytes: u64,
 }
@@ -237,7 +317,8 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
             }
             _ => config.reads,
         })
-        .sum();
+        .sum::<u64>()
+        + 2 * config.read_method_trials as u64 * config.reads;
     let bar = progress_bar(config.progress, total);
     let mut store_file_bytes = 0;
     for &workload in &config.workloads {
@@ -279,17 +360,7 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
                 config.num
             }
             Workload::ReadRandom => {
-                let mut hits = 0;
-                for i in 0..config.reads {
-                    let k = key(rng.u64(..config.num));
-                    let t = Instant::now();
-                    hits += u64::from(store.get(k).map_err(engine_error)?.is_some());
-                    record(&mut histogram, t);
-                    if i % 1_000 == 999 {
-                        bar.inc(1_000);
-                    }
-                }
-                found = Some(hits);
+                found = Some(random_reads(store, config, &mut rng, &mut histogram, &bar)?);
                 config.reads
             }
             Workload::SeekRandom => {
@@ -394,22 +465,124 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
             rss_bytes: process_memory().map(|m| m.rss_bytes),
         });
     }
-    bar.finish_and_clear();
     if let Some(db) = db {
         db.close().map_err(engine_error)?;
     }
+    let read_methods = match config.read_method_trials {
+        0 => None,
+        trials => Some(compare_read_methods(config, dir, trials, store_file_bytes, &bar)?),
+    };
+    bar.finish_and_clear();
+    let peak_rss_bytes = process_memory().map(|m| m.peak_rss_bytes);
+    let memory_bound_bytes = (config.options.cache_size + MEMORY_HEADROOM_BYTES) as u64;
     Ok(EngineBenchReport {
+        command: config.command.clone(),
         machine: machine_info().into(),
+        path: config.path.clone(),
+        fs_type: file_system_info(&config.path).map_or_else(|_| "unknown".into(), |fs| fs.fs_type),
+        allocator: config.allocator.clone(),
         num: config.num,
         reads: config.reads,
         key_size: KEY_BYTES,
         value_size: config.value_size,
         durability: config.durability.name().into(),
         cache_size: config.options.cache_size,
+        page_cache_bytes: config.options.page_cache_bytes(),
+        write_buffer_bytes: config.options.write_buffer_bytes(),
+        data_bytes: config.num * (KEY_BYTES + config.value_size) as u64,
         read_method: config.options.read_method.to_string(),
         results,
-        peak_rss_bytes: process_memory().map(|m| m.peak_rss_bytes),
+        peak_rss_bytes,
+        memory_bound_bytes,
+        within_memory_bound: peak_rss_bytes.map(|peak| peak <= memory_bound_bytes),
+        read_methods,
         store_file_bytes,
+    })
+}
+
+/// `config.reads` lookups of random keys in `0..num`; returns how many were found.
+fn random_reads(
+    store: &Db,
+    config: &EngineBenchConfig,
+    rng: &mut fastrand::Rng,
+    histogram: &mut Histogram<u64>,
+    bar: &ProgressBar,
+) -> Result<u64, BenchError> {
+    let mut hits = 0;
+    for i in 0..config.reads {
+        let k = key(rng.u64(..config.num));
+        let t = Instant::now();
+        hits += u64::from(store.get(k).map_err(engine_error)?.is_some());
+        record(histogram, t);
+        if i % 1_000 == 999 {
+            bar.inc(1_000);
+        }
+    }
+    Ok(hits)
+}
+
+/// Reopens the store at `dir` with each read method in turn, `trials` times, and times
+/// random lookups on a cold engine cache (see the module header).
+fn compare_read_methods(
+    config: &EngineBenchConfig,
+    dir: &Path,
+    trials: usize,
+    store_file_bytes: u64,
+    bar: &ProgressBar,
+) -> Result<ReadMethodsReport, BenchError> {
+    if store_file_bytes == 0 {
+        return Err(BenchError::Engine(
+            "the read-method comparison needs a filled store: put fillseq or fillrandom \
+             among the workloads"
+                .into(),
+        ));
+    }
+    let mut rng = fastrand::Rng::with_seed(config.seed ^ 0x5eed);
+    let mut passes = Vec::new();
+    for trial in 0..trials {
+        let order = match trial % 2 {
+            0 => [AccessMethod::Syscall, AccessMethod::Mmap],
+            _ => [AccessMethod::Mmap, AccessMethod::Syscall],
+        };
+        for method in order {
+            bar.set_message(format!("readrandom, {method} read method, trial {}", trial + 1));
+            let options = Options { read_method: method, ..config.options.clone() };
+            let store = Db::open(dir, options).map_err(engine_error)?;
+            let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+                .map_err(|e| BenchError::Engine(e.to_string()))?;
+            let before = store.stats().map_err(engine_error)?.cache;
+            let started = Instant::now();
+            random_reads(&store, config, &mut rng, &mut histogram, bar)?;
+            let seconds = started.elapsed().as_secs_f64();
+            let after = store.stats().map_err(engine_error)?.cache;
+            store.close().map_err(engine_error)?;
+            let lookups = (after.hits + after.misses).saturating_sub(before.hits + before.misses);
+            let micros = |q: f64| histogram.value_at_quantile(q) as f64 / 1_000.0;
+            passes.push(ReadMethodTrial {
+                method: method.to_string(),
+                trial,
+                ops_per_sec: config.reads as f64 / seconds,
+                p50_us: micros(0.5),
+                p99_us: micros(0.99),
+                cache_hit_ratio: (lookups > 0)
+                    .then(|| after.hits.saturating_sub(before.hits) as f64 / lookups as f64),
+            });
+        }
+    }
+    let median = |method: AccessMethod| {
+        let name = method.to_string();
+        median_of_present(passes.iter().filter(|p| p.method == name).map(|p| Some(p.ops_per_sec)))
+    };
+    let (syscall, mmap) = (median(AccessMethod::Syscall), median(AccessMethod::Mmap));
+    let memory = machine_info().memory_bytes;
+    Ok(ReadMethodsReport {
+        reads: config.reads,
+        trials: passes,
+        syscall_median_ops_per_sec: syscall,
+        mmap_median_ops_per_sec: mmap,
+        mmap_over_syscall: syscall.zip(mmap).map(|(s, m)| m / s),
+        data_fits_os_cache_not_engine_cache: store_file_bytes < memory / 2
+            && store_file_bytes > config.options.cache_size as u64,
     })
 }
 
@@ -435,13 +608,19 @@ fn progress_bar(show: bool, total: u64) -> ProgressBar {
 /// The table printed on stdout.
 pub fn table(report: &EngineBenchReport) -> String {
     let mut out = format!(
-        "tierkv engine: {} keys, {}-byte keys, {}-byte values, durability {}, cache {} MiB, read method {}\n",
+        "tierkv engine: {} keys, {}-byte keys, {}-byte values ({:.0} MiB), durability {}, \
+         cache {} MiB ({} MiB pages, memtables up to 2 × {} MiB), read method {}, \
+         allocator {}\n",
         report.num,
         report.key_size,
         report.value_size,
+        report.data_bytes as f64 / (1 << 20) as f64,
         report.durability,
         report.cache_size >> 20,
-        report.read_method
+        report.page_cache_bytes >> 20,
+        report.write_buffer_bytes >> 20,
+        report.read_method,
+        report.allocator
     );
     out.push_str(&format!(
         "{:<17} {:>12} {:>9} {:>9} {:>9} {:>10} {:>11} {:>8}\n",
@@ -468,11 +647,43 @@ pub fn table(report: &EngineBenchReport) -> String {
         }
         out.push('\n');
     }
+    let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+    if let Some(methods) = &report.read_methods {
+        for trial in &methods.trials {
+            out.push_str(&format!(
+                "{:<17} {:>12.0} {:>9} {:>9.1} {:>9.1} {:>10} {:>11} {:>8}\n",
+                format!("readrandom {}", trial.method),
+                trial.ops_per_sec,
+                "",
+                trial.p50_us,
+                trial.p99_us,
+                "",
+                "",
+                trial.cache_hit_ratio.map_or("-".into(), |h| format!("{:.1}", h * 100.0))
+            ));
+        }
+        if let Some(ratio) = methods.mmap_over_syscall {
+            out.push_str(&format!(
+                "read methods: mmap ÷ syscall = {ratio:.2} (medians of {} passes each; seed 000: \
+                 1.63){}\n",
+                methods.trials.len() / 2,
+                match methods.data_fits_os_cache_not_engine_cache {
+                    true => "",
+                    false =>
+                        "; NOTE: the store does not fit the OS page cache but not the \
+                              engine cache, so this is not the seed's case",
+                }
+            ));
+        }
+    }
     if let Some(peak) = report.peak_rss_bytes {
         out.push_str(&format!(
-            "peak resident memory {:.1} MiB; store files {:.1} MiB\n",
-            peak as f64 / (1 << 20) as f64,
-            report.store_file_bytes as f64 / (1 << 20) as f64
+            "peak resident memory {:.1} MiB, bound {:.1} MiB (cache_size + 64 MiB): {}; \
+             store files {:.1} MiB\n",
+            mib(peak),
+            mib(report.memory_bound_bytes),
+            if peak <= report.memory_bound_bytes { "within" } else { "OVER" },
+            mib(report.store_file_bytes)
         ));
     }
     out
@@ -500,6 +711,7 @@ mod tests {
         config.durability = Durability::None;
         config.progress = false;
         config.options.cache_size = 1 << 20;
+        config.read_method_trials = 1;
         let report = run(&config).expect("run");
         assert_eq!(report.results.len(), Workload::ALL.len());
         for result in &report.results {
@@ -513,6 +725,23 @@ mod tests {
         assert!(found > 1_000 && found < 2_000, "{found}");
         assert!(find(Workload::ReadWhileWriting).background_writes.is_some());
         assert!(table(&report).contains("readwhilewriting"));
+        // One pass per read method, each finding every key the fill left.
+        let methods = report.read_methods.as_ref().expect("compared");
+        let names: Vec<&str> = methods.trials.iter().map(|t| t.method.as_str()).collect();
+        assert_eq!(names, ["syscall", "mmap"]);
+        assert!(methods.mmap_over_syscall.is_some_and(|r| r > 0.0));
+        assert!(report.peak_rss_bytes.is_some() && report.within_memory_bound.is_some());
+        let plots = tempfile::tempdir().expect("dir");
+        let written = write_plots(&report, plots.path()).expect("plots");
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["latency.svg", "memory.svg", "ops.svg", "read-methods.svg"]);
+        for path in &written {
+            let svg = std::fs::read_to_string(path).expect("read");
+            assert!(svg.starts_with("<svg") && svg.contains("<rect") && !svg.contains("NaN"));
+        }
         assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0, "scratch left behind");
     }
 }

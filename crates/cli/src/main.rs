@@ -31,14 +31,11 @@ struct Cli {
 
 mod kv;
 
-/// The process's allocator (see the `mimalloc` feature in Cargo.toml).
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// Arenas of glibc's malloc in this process (see `tierkv_io::machine::limit_malloc_arenas`).
+const MALLOC_ARENAS: u32 = 2;
 
-/// The allocator's name, for benchmark reports.
-const ALLOCATOR_NAME: &str =
-    if cfg!(feature = "mimalloc") { "mimalloc" } else { "system (the C library's malloc)" };
+/// The allocator in force, as `limit_malloc_arenas` described it at start.
+static ALLOCATOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 #[derive(Subcommand)]
 enum Command {
@@ -319,6 +316,8 @@ struct DeviceArgs {
 }
 
 fn main() -> ExitCode {
+    // Before any other thread starts (the limit applies to arenas made from then on).
+    let _ = ALLOCATOR.set(tierkv_io::machine::limit_malloc_arenas(MALLOC_ARENAS));
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(message) => {
@@ -388,7 +387,7 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
     config.options = args.engine.apply(config.options);
     config.progress = !args.quiet;
     config.read_method_trials = args.compare_read_methods;
-    config.allocator = ALLOCATOR_NAME.into();
+    config.allocator = ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into());
     config.command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = engine_bench::run(&config).map_err(|e| e.to_string())?;
     print!("{}", engine_bench::table(&report));

@@ -241,6 +241,37 @@ pub fn resident_fraction(path: &Path) -> Result<f64> {
     Ok(resident as f64 / pages as f64)
 }
 
+/// Limits the C library's malloc to `arenas` arenas for this process, unless the
+/// `MALLOC_ARENA_MAX` environment variable sets a limit already; returns a description of
+/// the allocator in force, for reports.
+///
+/// glibc's malloc gives threads that allocate at the same time arenas of their own (up to 8
+/// per core) and keeps memory freed inside an arena resident. The engine's threads (writers,
+/// readers, the checkpoint thread, the log's and the block store's) allocate and free pages
+/// and memtable entries across one another, so the process's resident memory grows well past
+/// what it holds (`results/engine/README.md` has the figures). With other C libraries this
+/// does nothing.
+pub fn limit_malloc_arenas(arenas: u32) -> String {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        if let Ok(set) = std::env::var("MALLOC_ARENA_MAX") {
+            return format!("glibc malloc, MALLOC_ARENA_MAX={set} from the environment");
+        }
+        let value = libc::c_int::try_from(arenas.max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only sets a malloc parameter; M_ARENA_MAX takes any positive count.
+        let set = unsafe { libc::mallopt(libc::M_ARENA_MAX, value) } == 1;
+        match set {
+            true => format!("glibc malloc, {arenas} arenas"),
+            false => "glibc malloc, default arenas (mallopt refused the limit)".into(),
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = arenas;
+        "the C library's malloc".into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

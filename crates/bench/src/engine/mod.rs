@@ -685,6 +685,12 @@ pub fn table(report: &EngineBenchReport) -> String {
             if peak <= report.memory_bound_bytes { "within" } else { "OVER" },
             mib(report.store_file_bytes)
         ));
+        if report.read_methods.is_some() {
+            out.push_str(
+                "  (the peak counts the store's file pages the mmap passes mapped; the \
+                 workloads' own figures are in the JSON's rss_bytes)\n",
+            );
+        }
     }
     out
 }

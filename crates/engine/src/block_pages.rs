@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
 
 use crate::cache::{allocation_bytes, Cached, PageCache};
@@ -97,6 +98,9 @@ impl Cached for CachedPage {
 /// Bytes of the cache's own records of a page (its map entry and queue slots), roughly.
 const CACHE_ENTRY_BYTES: usize = 64;
 
+/// Bytes of the count `Bytes` keeps for a buffer its slices share.
+const SHARED_BUFFER_BYTES: usize = 48;
+
 /// Bytes a decoded page is counted as in the cache: the allocations that hold it (the
 /// entries' vector at its capacity, each key and inline value), the page's own records in
 /// their `Arc`s, and the cache's map entry and queue slot for it.
@@ -108,18 +112,23 @@ fn weight(page: &Page) -> usize {
     fixed
         + match page {
             Page::Leaf(leaf) => {
-                allocation_bytes(leaf.entries.capacity() * size_of::<(Vec<u8>, Value)>())
-                    + leaf
+                let slots = allocation_bytes(leaf.entries.capacity() * size_of::<(Bytes, Value)>());
+                // One buffer (and its shared count), or else an allocation per key and value.
+                let bytes = match leaf.buffer_bytes() {
+                    0 => leaf
                         .entries
                         .iter()
                         .map(|(key, value)| {
-                            allocation_bytes(key.capacity())
+                            allocation_bytes(key.len())
                                 + match value {
-                                    Value::Inline(bytes) => allocation_bytes(bytes.capacity()),
+                                    Value::Inline(bytes) => allocation_bytes(bytes.len()),
                                     Value::Overflow(_) => 0,
                                 }
                         })
-                        .sum::<usize>()
+                        .sum::<usize>(),
+                    buffer => allocation_bytes(buffer) + SHARED_BUFFER_BYTES,
+                };
+                slots + bytes
             }
             Page::Internal(internal) => {
                 allocation_bytes(internal.entries.capacity() * size_of::<(Vec<u8>, u64)>())
@@ -186,8 +195,8 @@ impl PageSource for Pages {
             return Ok(Arc::clone(&cached.page));
         }
         let bytes = self.read_block(id)?;
-        let page =
-            page::decode(&bytes).map_err(|source| PagesError::Corrupt { page: id, source })?;
+        let page = page::decode_bytes(Bytes::from(bytes))
+            .map_err(|source| PagesError::Corrupt { page: id, source })?;
         let cached = CachedPage {
             weight: weight(&page),
             page: Arc::new(page),
@@ -396,7 +405,11 @@ impl PageSource for BlockPages<'_> {
 impl PageStore for BlockPages<'_> {
     /// A page of this session is changed in place; an older one gets a new id, and is
     /// retired.
-    fn store(&mut self, id: u64, page: Page) -> u64 {
+    fn store(&mut self, id: u64, mut page: Page) -> u64 {
+        if let Page::Leaf(leaf) = &mut page {
+            // The cache keeps it as one buffer, not slices of the pages it was made from.
+            leaf.pack();
+        }
         let id = if id >= self.fresh_from {
             id
         } else {

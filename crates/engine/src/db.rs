@@ -49,6 +49,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tierkv_blockstore::{LogStore, StoreOptions, StoreStats};
 use tierkv_io::Storage;
 use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalOptions, WalStats};
@@ -760,7 +761,7 @@ impl Inner {
                     value_bytes += value.len();
                     match value.len() > inline_max {
                         true => Value::Overflow(session.write_overflow(&value)),
-                        false => Value::Inline(value),
+                        false => Value::inline(value),
                     }
                 });
                 chunk.push((key, value));
@@ -891,7 +892,7 @@ impl Inner {
             level.push((separator, id));
         };
         old.scan(&self.pages, b"", &mut |key, value| {
-            let entry = LeafPage { entries: vec![(key.to_vec(), value.clone())] };
+            let entry = LeafPage::new(vec![(Bytes::copy_from_slice(key), value.clone())]);
             let grown = leaf.encoded_len() + entry.encoded_len() - crate::page::HEADER_BYTES;
             if !leaf.entries.is_empty() && grown > target {
                 let next = shortest_separator(&last_key, key);
@@ -1049,7 +1050,8 @@ impl Snapshot {
 
     fn resolve(&self, value: Value) -> Result<Vec<u8>> {
         match value {
-            Value::Inline(bytes) => Ok(bytes),
+            // Without a copy when nothing else holds the bytes (a memtable value).
+            Value::Inline(bytes) => Ok(Vec::from(bytes)),
             Value::Overflow(overflow) => Ok(self.inner.pages.read_overflow(&overflow)?),
         }
     }
@@ -1219,7 +1221,7 @@ impl Iter {
             .filter_map(|(key, candidate)| match candidate {
                 Candidate::Tree(value) => Some((key, value)),
                 Candidate::Memtable(Found { value: Some(value), .. }) => {
-                    Some((key, Value::Inline(value)))
+                    Some((key, Value::inline(value)))
                 }
                 Candidate::Memtable(Found { value: None, .. }) => None,
             })

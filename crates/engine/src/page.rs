@@ -21,6 +21,8 @@
 
 use std::cmp::Ordering;
 
+use bytes::Bytes;
+
 /// The largest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 4096;
 
@@ -66,13 +68,18 @@ pub struct OverflowRef {
 /// A leaf's value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
-    /// Kept in the leaf.
-    Inline(Vec<u8>),
+    /// Kept in the leaf (a slice of the page's buffer, when the page was decoded or packed).
+    Inline(Bytes),
     /// Kept in overflow blocks.
     Overflow(OverflowRef),
 }
 
 impl Value {
+    /// An inline value.
+    pub fn inline(bytes: impl Into<Bytes>) -> Value {
+        Value::Inline(bytes.into())
+    }
+
     /// Bytes the value takes in an encoded leaf (its kind byte included).
     pub fn encoded_len(&self) -> usize {
         match self {
@@ -83,16 +90,79 @@ impl Value {
 }
 
 /// A leaf page: keys and their values, in strictly ascending key order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Keys and inline values are `Bytes`: a decoded page's are slices of the block it was read
+/// from, and `pack` copies a page built in memory into one buffer of its own. A cached page
+/// is then three allocations (its buffer, the buffer's count, its entries), not two for
+/// every entry, which keeps the allocator from holding freed holes resident.
+#[derive(Clone, Debug, Default)]
 pub struct LeafPage {
     /// The entries, sorted by key with no duplicates.
-    pub entries: Vec<(Vec<u8>, Value)>,
+    pub entries: Vec<(Bytes, Value)>,
+    /// Bytes of the one buffer every key and inline value is a slice of, when there is one
+    /// (0 for a page built in memory and not packed).
+    buffer: usize,
 }
 
+impl PartialEq for LeafPage {
+    /// The same entries (wherever their bytes are).
+    fn eq(&self, other: &LeafPage) -> bool {
+        self.entries == other.entries
+    }
+}
+
+impl Eq for LeafPage {}
+
 impl LeafPage {
+    /// A leaf of `entries` (sorted, no duplicates).
+    pub fn new(entries: Vec<(Bytes, Value)>) -> LeafPage {
+        LeafPage { entries, buffer: 0 }
+    }
+
+    /// Bytes of the buffer the entries are slices of (0 when they are not all in one).
+    pub fn buffer_bytes(&self) -> usize {
+        self.buffer
+    }
+
+    /// Copies every key and inline value into one buffer of the page's own, exactly as
+    /// large as they are, and lets go of the entries' spare capacity; what they were slices
+    /// of (older pages, a batch) is no longer held.
+    pub fn pack(&mut self) {
+        let total: usize = self
+            .entries
+            .iter()
+            .map(|(key, value)| {
+                key.len()
+                    + match value {
+                        Value::Inline(bytes) => bytes.len(),
+                        Value::Overflow(_) => 0,
+                    }
+            })
+            .sum();
+        let mut buffer = Vec::with_capacity(total);
+        for (key, value) in &self.entries {
+            buffer.extend_from_slice(key);
+            if let Value::Inline(bytes) = value {
+                buffer.extend_from_slice(bytes);
+            }
+        }
+        let buffer = Bytes::from(buffer);
+        let mut at = 0;
+        for (key, value) in &mut self.entries {
+            *key = buffer.slice(at..at + key.len());
+            at += key.len();
+            if let Value::Inline(bytes) = value {
+                *bytes = buffer.slice(at..at + bytes.len());
+                at += bytes.len();
+            }
+        }
+        self.entries.shrink_to_fit();
+        self.buffer = total;
+    }
+
     /// The index of `key`, or where it would be inserted.
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+        self.entries.binary_search_by(|(k, _)| k.as_ref().cmp(key))
     }
 
     /// Bytes of the encoded page.
@@ -112,14 +182,15 @@ impl LeafPage {
     /// returned with its separator (as `split`).
     pub fn split_at_bytes(&mut self, target: usize) -> (Vec<u8>, LeafPage) {
         assert!(self.entries.len() >= 2, "invariant: a leaf splits only with two entries");
-        let len = |(key, value): &(Vec<u8>, Value)| entry_len(key, value);
+        let len = |(key, value): &(Bytes, Value)| entry_len(key, value);
         let mut size = HEADER_BYTES + len(&self.entries[0]);
         let mut at = 1;
         while at < self.entries.len() - 1 && size + len(&self.entries[at]) <= target {
             size += len(&self.entries[at]);
             at += 1;
         }
-        let right = LeafPage { entries: self.entries.split_off(at) };
+        let right = LeafPage { entries: self.entries.split_off(at), buffer: 0 };
+        self.buffer = 0;
         let separator = shortest_separator(&self.entries[at - 1].0, &right.entries[0].0);
         (separator, right)
     }
@@ -132,6 +203,7 @@ impl LeafPage {
             _ => true,
         });
         self.entries.extend(right.entries);
+        self.buffer = 0;
     }
 }
 
@@ -278,7 +350,8 @@ pub fn encode(page: &Page) -> Vec<u8> {
     out.extend_from_slice(&count.to_le_bytes());
     match page {
         Page::Leaf(leaf) => {
-            assert!(keys_ascend(leaf.entries.iter().map(|(k, _)| k)), "leaf keys out of order");
+            let keys = leaf.entries.iter().map(|(k, _)| k.as_ref());
+            assert!(keys_ascend(keys), "leaf keys out of order");
             for (key, value) in &leaf.entries {
                 put_key(&mut out, key);
                 match value {
@@ -300,7 +373,7 @@ pub fn encode(page: &Page) -> Vec<u8> {
         }
         Page::Internal(internal) => {
             assert!(
-                keys_ascend(internal.entries.iter().map(|(k, _)| k)),
+                keys_ascend(internal.entries.iter().map(|(k, _)| k.as_slice())),
                 "separators out of order"
             );
             out.extend_from_slice(&internal.first_child.to_le_bytes());
@@ -320,10 +393,10 @@ fn put_key(out: &mut Vec<u8>, key: &[u8]) {
     out.extend_from_slice(key);
 }
 
-fn keys_ascend<'a>(mut keys: impl Iterator<Item = &'a Vec<u8>>) -> bool {
+fn keys_ascend<'a>(mut keys: impl Iterator<Item = &'a [u8]>) -> bool {
     let Some(mut previous) = keys.next() else { return true };
     for key in keys {
-        if previous.as_slice().cmp(key.as_slice()) != Ordering::Less {
+        if previous.cmp(key) != Ordering::Less {
             return false;
         }
         previous = key;
@@ -374,7 +447,8 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(word))
     }
 
-    fn key(&mut self, previous: Option<&[u8]>) -> Result<Vec<u8>, PageError> {
+    /// A key, checked to be above `previous`; returns where it lies.
+    fn key(&mut self, previous: Option<&[u8]>) -> Result<std::ops::Range<usize>, PageError> {
         let start = self.at;
         let len = self.u32("key length")? as usize;
         if len > MAX_KEY_BYTES {
@@ -384,12 +458,20 @@ impl<'a> Reader<'a> {
         if previous.is_some_and(|previous| previous >= key) {
             return Err(PageError { offset: start, detail: "keys out of order".into() });
         }
-        Ok(key.to_vec())
+        Ok(self.at - len..self.at)
     }
 }
 
-/// Decodes a page, checking it whole (see the module header).
+/// Decodes a page, checking it whole (see the module header); its keys and values are
+/// copied into one buffer.
 pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
+    decode_bytes(Bytes::copy_from_slice(bytes))
+}
+
+/// Decodes a page as `decode` does; a leaf's keys and inline values are slices of `block`,
+/// which the page keeps.
+pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
+    let bytes: &[u8] = &block;
     let mut reader = Reader { bytes, at: 0 };
     let header = reader.take(HEADER_BYTES, "page header")?;
     let (kind, version) = (header[0], header[1]);
@@ -411,16 +493,17 @@ pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
     }
     let page = match kind {
         KIND_LEAF => {
-            let mut entries: Vec<(Vec<u8>, Value)> = Vec::with_capacity(count);
+            let mut entries: Vec<(Bytes, Value)> = Vec::with_capacity(count);
             for _ in 0..count {
-                let key = reader.key(entries.last().map(|(k, _)| k.as_slice()))?;
+                let key = block.slice(reader.key(entries.last().map(|(k, _)| k.as_ref()))?);
                 let value = match reader.u8("value kind")? {
                     VALUE_INLINE => {
                         let len = reader.u32("value length")? as usize;
                         if len > MAX_INLINE_VALUE_BYTES {
                             return reader.fail(format!("inline value of {len} bytes"));
                         }
-                        Value::Inline(reader.take(len, "value")?.to_vec())
+                        reader.take(len, "value")?;
+                        Value::Inline(block.slice(reader.at - len..reader.at))
                     }
                     VALUE_OVERFLOW => {
                         let overflow = OverflowRef {
@@ -437,14 +520,14 @@ pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
                 };
                 entries.push((key, value));
             }
-            Page::Leaf(LeafPage { entries })
+            Page::Leaf(LeafPage { entries, buffer: block.len() })
         }
         KIND_INTERNAL => {
             let first_child = reader.u64("first child")?;
             let mut entries: Vec<(Vec<u8>, u64)> = Vec::with_capacity(count);
             for _ in 0..count {
                 let key = reader.key(entries.last().map(|(k, _)| k.as_slice()))?;
-                entries.push((key, reader.u64("child")?));
+                entries.push((bytes[key].to_vec(), reader.u64("child")?));
             }
             Page::Internal(InternalPage { first_child, entries })
         }

@@ -33,6 +33,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::page::{InternalPage, LeafPage, Page, Value};
 
 /// Where pages are read from, by id.
@@ -451,7 +453,7 @@ fn merge_leaf(
             changed = true;
         }
         if let Some(value) = value.take() {
-            entries.push((std::mem::take(key), value));
+            entries.push((Bytes::from(std::mem::take(key)), value));
             changed = true;
         }
     }
@@ -460,7 +462,7 @@ fn merge_leaf(
     }
     entries.extend(old.cloned());
     entries.shrink_to_fit();
-    Some(LeafPage { entries })
+    Some(LeafPage::new(entries))
 }
 
 /// Scans the subtree at `id`; returns false once `visit` asked to stop.

@@ -62,7 +62,7 @@ fn every_crash_leaves_a_whole_checkpoint() {
                 tree.delete(&mut pages, &key).expect("delete");
                 model.remove(&key);
             } else {
-                let value = Value::Inline(vec![op as u8; rng.usize(1..60)]);
+                let value = Value::inline(vec![op as u8; rng.usize(1..60)]);
                 tree.put(&mut pages, &key, value.clone()).expect("put");
                 model.insert(key, value);
             }

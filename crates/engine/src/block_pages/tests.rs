@@ -54,7 +54,7 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
         let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 1024);
         for i in 0..6_000u32 {
-            let value = Value::Inline(i.to_le_bytes().repeat(4));
+            let value = Value::inline(i.to_le_bytes().repeat(4));
             if i % 5 == 4 {
                 let gone = key(i / 2);
                 assert_eq!(tree.delete(&mut pages, &gone).expect("delete"), model.remove(&gone));
@@ -112,7 +112,7 @@ fn dirty_pages_never_leave_the_cache_before_a_flush() {
     let mut pages = BlockPages::new(&shared, 1);
     let mut tree = Tree::create(&mut pages, 512);
     for i in 0..2_000u32 {
-        tree.put(&mut pages, &key(i), Value::Inline(vec![1; 30])).expect("put");
+        tree.put(&mut pages, &key(i), Value::inline(vec![1; 30])).expect("put");
     }
     assert!(pages.dirty_count() > 50);
     let overflow = pages.write_overflow(&[7u8; 5000]);
@@ -149,7 +149,7 @@ fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_re
         let overflow = pages.write_overflow(&big);
         assert_eq!((overflow.len, overflow.blocks), (big.len() as u64, 65));
         tree.put(&mut pages, b"big", Value::Overflow(overflow)).expect("put");
-        tree.put(&mut pages, b"small", Value::Inline(b"s".to_vec())).expect("put");
+        tree.put(&mut pages, b"small", Value::inline(b"s".to_vec())).expect("put");
         // Before the flush it is read from memory.
         assert!(pages.read_overflow(&overflow).expect("read") == big);
         let meta = meta(&tree, &pages, 1);
@@ -167,7 +167,7 @@ fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_re
     assert_eq!(found, old);
     assert!(shared.read_overflow(&found).expect("read back") == big);
     // Replace it: its blocks were published, so they are retired, and deleted once reclaimed.
-    let replaced = tree.put(&mut pages, b"big", Value::Inline(b"now small".to_vec())).expect("put");
+    let replaced = tree.put(&mut pages, b"big", Value::inline(b"now small".to_vec())).expect("put");
     assert_eq!(replaced, Some(Value::Overflow(old)));
     pages.free_overflow(&old);
     let retired = pages.take_retired();
@@ -193,16 +193,16 @@ fn pages_of_this_session_change_in_place_and_older_ones_are_copied() {
     let mut pages = BlockPages::new(&shared, 1);
     let mut tree = Tree::create(&mut pages, 4096);
     let first_root = tree.root;
-    tree.put(&mut pages, b"a", Value::Inline(b"1".to_vec())).expect("put");
+    tree.put(&mut pages, b"a", Value::inline(b"1".to_vec())).expect("put");
     assert_eq!(tree.root, first_root, "a page of this session keeps its id");
     pages.flush(None).expect("flush");
     let published = tree.clone();
     let mut pages = BlockPages::new(&shared, pages.next_id());
-    tree.put(&mut pages, b"a", Value::Inline(b"2".to_vec())).expect("put");
+    tree.put(&mut pages, b"a", Value::inline(b"2".to_vec())).expect("put");
     assert_ne!(tree.root, first_root, "a published page is copied");
     assert_eq!(pages.take_retired(), vec![first_root]);
-    assert_eq!(published.get(&shared, b"a").expect("get"), Some(Value::Inline(b"1".to_vec())));
-    assert_eq!(tree.get(&pages, b"a").expect("get"), Some(Value::Inline(b"2".to_vec())));
+    assert_eq!(published.get(&shared, b"a").expect("get"), Some(Value::inline(b"1".to_vec())));
+    assert_eq!(tree.get(&pages, b"a").expect("get"), Some(Value::inline(b"2".to_vec())));
 }
 
 #[test]

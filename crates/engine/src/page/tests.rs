@@ -2,8 +2,14 @@ use proptest::prelude::*;
 
 use super::*;
 
+fn leaf_of(map: std::collections::BTreeMap<Vec<u8>, Value>) -> LeafPage {
+    LeafPage::new(map.into_iter().map(|(k, v)| (Bytes::from(k), v)).collect())
+}
+
 fn leaf(entries: &[(&[u8], Value)]) -> Page {
-    Page::Leaf(LeafPage { entries: entries.iter().map(|(k, v)| (k.to_vec(), v.clone())).collect() })
+    Page::Leaf(LeafPage::new(
+        entries.iter().map(|(k, v)| (Bytes::copy_from_slice(k), v.clone())).collect(),
+    ))
 }
 
 fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
@@ -12,7 +18,7 @@ fn key_strategy() -> impl Strategy<Value = Vec<u8>> {
 
 fn value_strategy() -> impl Strategy<Value = Value> {
     prop_oneof![
-        prop::collection::vec(any::<u8>(), 0..300).prop_map(Value::Inline),
+        prop::collection::vec(any::<u8>(), 0..300).prop_map(Value::inline),
         (1u64..1 << 30, any::<u64>(), 1u32..64).prop_map(|(len, first, blocks)| {
             Value::Overflow(OverflowRef { len: len.max(u64::from(blocks)), first, blocks })
         }),
@@ -22,7 +28,7 @@ fn value_strategy() -> impl Strategy<Value = Value> {
 fn page_strategy() -> impl Strategy<Value = Page> {
     prop_oneof![
         prop::collection::btree_map(key_strategy(), value_strategy(), 0..40)
-            .prop_map(|map| Page::Leaf(LeafPage { entries: map.into_iter().collect() })),
+            .prop_map(|map| Page::Leaf(leaf_of(map))),
         (any::<u64>(), prop::collection::btree_map(key_strategy(), any::<u64>(), 0..40)).prop_map(
             |(first_child, map)| Page::Internal(InternalPage {
                 first_child,
@@ -97,7 +103,7 @@ proptest! {
 
 #[test]
 fn the_layout_is_the_documented_one() {
-    let page = leaf(&[(b"ab", Value::Inline(b"xyz".to_vec()))]);
+    let page = leaf(&[(b"ab", Value::inline(b"xyz".to_vec()))]);
     let mut expected = vec![1, 1, 0, 0, 1, 0, 0, 0];
     expected.extend_from_slice(&[2, 0, 0, 0, b'a', b'b', 0, 3, 0, 0, 0, b'x', b'y', b'z']);
     assert_eq!(encode(&page), expected);
@@ -110,7 +116,7 @@ fn the_layout_is_the_documented_one() {
 
 #[test]
 fn each_kind_of_damage_has_its_own_message() {
-    let good = encode(&leaf(&[(b"a", Value::Inline(vec![1])), (b"b", Value::Inline(vec![2]))]));
+    let good = encode(&leaf(&[(b"a", Value::inline(vec![1])), (b"b", Value::inline(vec![2]))]));
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (vec![], "page header"),
         (
@@ -200,12 +206,11 @@ fn a_huge_entry_count_allocates_nothing_large() {
 #[test]
 #[should_panic(expected = "leaf keys out of order")]
 fn encoding_a_page_with_unsorted_keys_is_a_bug() {
-    encode(&leaf(&[(b"b", Value::Inline(vec![])), (b"a", Value::Inline(vec![]))]));
+    encode(&leaf(&[(b"b", Value::inline(vec![])), (b"a", Value::inline(vec![]))]));
 }
 
 fn leaf_strategy(min: usize) -> impl Strategy<Value = LeafPage> {
-    prop::collection::btree_map(key_strategy(), value_strategy(), min..60)
-        .prop_map(|map| LeafPage { entries: map.into_iter().collect() })
+    prop::collection::btree_map(key_strategy(), value_strategy(), min..60).prop_map(leaf_of)
 }
 
 fn internal_strategy(min: usize) -> impl Strategy<Value = InternalPage> {
@@ -298,7 +303,7 @@ proptest! {
         prop_assume!(page.entries.iter().all(|(k, _)| *k != separator));
         let before = page.child_for(&probe);
         page.insert(separator.clone(), u64::MAX);
-        prop_assert!(keys_ascend(page.entries.iter().map(|(k, _)| k)));
+        prop_assert!(keys_ascend(page.entries.iter().map(|(k, _)| k.as_slice())));
         let after = page.child_for(&probe);
         // Keys from the separator up to the next one move to the new child; others stay.
         let next = page.entries.iter().map(|(k, _)| k).find(|k| **k > separator);
@@ -313,5 +318,43 @@ proptest! {
         let separator = shortest_separator(&low, &high);
         prop_assert!(low < separator && separator <= high);
         prop_assert!(separator.len() <= high.len());
+    }
+}
+
+proptest! {
+    #[test]
+    fn a_packed_leaf_keeps_its_entries_in_one_buffer_of_their_size(original in leaf_strategy(0)) {
+        let mut packed = original.clone();
+        packed.pack();
+        prop_assert_eq!(&packed, &original);
+        let mut parts: Vec<&[u8]> = Vec::new();
+        for (key, value) in &packed.entries {
+            parts.push(key);
+            if let Value::Inline(bytes) = value {
+                parts.push(bytes);
+            }
+        }
+        let total: usize = parts.iter().map(|part| part.len()).sum();
+        prop_assert_eq!(packed.buffer_bytes(), total);
+        // Each part starts where the one before it ends: one buffer, in order.
+        for pair in parts.windows(2) {
+            let end = pair[0].as_ptr() as usize + pair[0].len();
+            prop_assert!(pair[1].is_empty() || pair[0].is_empty() || pair[1].as_ptr() as usize == end);
+        }
+        prop_assert_eq!(packed.entries.capacity(), packed.entries.len());
+    }
+}
+
+#[test]
+fn a_decoded_leaf_is_slices_of_its_block() {
+    let page =
+        leaf(&[(b"a", Value::inline(b"one".to_vec())), (b"b", Value::inline(b"two".to_vec()))]);
+    let block = Bytes::from(encode(&page));
+    let Page::Leaf(decoded) = decode_bytes(block.clone()).expect("decode") else { panic!("leaf") };
+    assert_eq!(Page::Leaf(decoded.clone()), page);
+    assert_eq!(decoded.buffer_bytes(), block.len());
+    let range = block.as_ptr() as usize..block.as_ptr() as usize + block.len();
+    for (key, _) in &decoded.entries {
+        assert!(range.contains(&(key.as_ptr() as usize)), "key copied out of the block");
     }
 }

@@ -149,9 +149,9 @@ impl<S: PageSource<Error = Infallible>> Checker<'_, S> {
                 let fits = leaf.encoded_len() <= self.max || leaf.entries.len() < 2;
                 assert!(fits, "leaf {id} too big");
                 for (key, value) in leaf.entries {
-                    assert!(low.is_none_or(|low| key.as_slice() >= low), "key below its range");
-                    assert!(high.is_none_or(|high| key.as_slice() < high), "key above its range");
-                    self.out.push((key, value));
+                    assert!(low.is_none_or(|low| key.as_ref() >= low), "key below its range");
+                    assert!(high.is_none_or(|high| key.as_ref() < high), "key above its range");
+                    self.out.push((key.to_vec(), value));
                 }
             }
             Page::Internal(internal) => {
@@ -212,16 +212,16 @@ proptest! {
         for op in ops {
             match op {
                 Op::Put(k, v) => {
-                    let old = tree.put(&mut store, &k, Value::Inline(v.clone())).unwrap();
-                    prop_assert_eq!(old, model.insert(k, v).map(Value::Inline));
+                    let old = tree.put(&mut store, &k, Value::inline(v.clone())).unwrap();
+                    prop_assert_eq!(old, model.insert(k, v).map(Value::inline));
                 }
                 Op::Delete(k) => {
                     let deleted = tree.delete(&mut store, &k).unwrap();
-                    prop_assert_eq!(deleted, model.remove(&k).map(Value::Inline));
+                    prop_assert_eq!(deleted, model.remove(&k).map(Value::inline));
                 }
                 Op::Get(k) => {
                     let found = tree.get(&store, &k).unwrap();
-                    prop_assert_eq!(found, model.get(&k).cloned().map(Value::Inline));
+                    prop_assert_eq!(found, model.get(&k).cloned().map(Value::inline));
                 }
                 Op::Scan(start, limit) => {
                     let mut got = Vec::new();
@@ -233,7 +233,7 @@ proptest! {
                     let want: Vec<(Vec<u8>, Value)> = model
                         .range(start..)
                         .take(limit.max(1))
-                        .map(|(k, v)| (k.clone(), Value::Inline(v.clone())))
+                        .map(|(k, v)| (k.clone(), Value::inline(v.clone())))
                         .collect();
                     prop_assert_eq!(got, want);
                 }
@@ -251,7 +251,7 @@ proptest! {
                     let want: Vec<(Vec<u8>, Value)> = range
                         .rev()
                         .take(limit.max(1))
-                        .map(|(k, v)| (k.clone(), Value::Inline(v.clone())))
+                        .map(|(k, v)| (k.clone(), Value::inline(v.clone())))
                         .collect();
                     prop_assert_eq!(got, want);
                 }
@@ -259,7 +259,7 @@ proptest! {
         }
         let all = check(&tree, &store);
         let want: Vec<(Vec<u8>, Value)> =
-            model.into_iter().map(|(k, v)| (k, Value::Inline(v))).collect();
+            model.into_iter().map(|(k, v)| (k, Value::inline(v))).collect();
         prop_assert_eq!(all, want);
     }
 }
@@ -277,7 +277,7 @@ fn ten_thousand_keys_in_order_and_reversed_make_a_deep_tree_that_finds_them_all(
             tree.put(
                 &mut store,
                 format!("key{i:08}").as_bytes(),
-                Value::Inline(i.to_le_bytes().to_vec()),
+                Value::inline(i.to_le_bytes().to_vec()),
             )
             .unwrap();
         }
@@ -285,7 +285,7 @@ fn ten_thousand_keys_in_order_and_reversed_make_a_deep_tree_that_finds_them_all(
         assert!(height >= 3, "height {height}");
         for i in 0..10_000u32 {
             let value = tree.get(&store, format!("key{i:08}").as_bytes()).unwrap();
-            assert_eq!(value, Some(Value::Inline(i.to_le_bytes().to_vec())));
+            assert_eq!(value, Some(Value::inline(i.to_le_bytes().to_vec())));
         }
         assert_eq!(check(&tree, &store).len(), 10_000);
         for i in (0..10_000u32).step_by(2) {
@@ -322,7 +322,7 @@ fn a_failed_read_changes_nothing() {
         let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
         let mut failed = false;
         for (i, (put, key)) in ops.iter().enumerate() {
-            let value = Value::Inline(vec![i as u8; 20]);
+            let value = Value::inline(vec![i as u8; 20]);
             let result = match put {
                 true => tree.put(&mut store, key, value.clone()).map(|_| ()),
                 false => tree.delete(&mut store, key).map(|_| ()),
@@ -380,7 +380,7 @@ proptest! {
             for op in round {
                 match op {
                     Op::Put(k, v) => {
-                        tree.put(&mut store, &k, Value::Inline(v.clone())).unwrap();
+                        tree.put(&mut store, &k, Value::inline(v.clone())).unwrap();
                         model.insert(k, v);
                     }
                     Op::Delete(k) => {
@@ -396,7 +396,7 @@ proptest! {
                 let got: Vec<(Vec<u8>, Vec<u8>)> = check(version, &store)
                     .into_iter()
                     .map(|(k, v)| match v {
-                        Value::Inline(v) => (k, v),
+                        Value::Inline(v) => (k, v.to_vec()),
                         Value::Overflow(_) => unreachable!("only inline values here"),
                     })
                     .collect();
@@ -453,10 +453,10 @@ proptest! {
                     Some(v) => model.insert(k.clone(), v.clone()),
                     None => model.remove(k),
                 };
-                want_replaced.extend(old.map(Value::Inline));
+                want_replaced.extend(old.map(Value::inline));
             }
             let mut changes: Vec<Change> =
-                batch.into_iter().map(|(k, v)| (k, v.map(Value::Inline))).collect();
+                batch.into_iter().map(|(k, v)| (k, v.map(Value::inline))).collect();
             let mut replaced = Vec::new();
             tree.apply(&mut store, &mut changes, &mut |old| replaced.push(old.clone())).unwrap();
             prop_assert_eq!(replaced, want_replaced);
@@ -465,7 +465,7 @@ proptest! {
             for (version, want) in &versions {
                 let got: Vec<(Vec<u8>, Value)> = check(version, &store);
                 let want: Vec<(Vec<u8>, Value)> =
-                    want.iter().map(|(k, v)| (k.clone(), Value::Inline(v.clone()))).collect();
+                    want.iter().map(|(k, v)| (k.clone(), Value::inline(v.clone()))).collect();
                 prop_assert_eq!(got, want);
             }
         }
@@ -481,7 +481,7 @@ fn keys_appended_in_batches_fill_their_leaves() {
     let mut tree = Tree::create(&mut store, max);
     for batch in 0..20u32 {
         let mut changes: Vec<Change> = (batch * 500..(batch + 1) * 500)
-            .map(|i| (format!("key{i:08}").into_bytes(), Some(Value::Inline(vec![7; 40]))))
+            .map(|i| (format!("key{i:08}").into_bytes(), Some(Value::inline(vec![7; 40]))))
             .collect();
         tree.apply(&mut store, &mut changes, &mut |_| panic!("nothing is replaced")).unwrap();
     }

@@ -359,8 +359,9 @@ impl<'a> BlockPages<'a> {
         if nothing && meta.is_none() {
             return Ok(());
         }
-        let encoded: Vec<Vec<u8>> =
-            self.dirty.values().map(|cached| page::encode(&cached.page)).collect();
+        // Packed leaves are their own encoded images: nothing is copied for them.
+        let encoded: Vec<Bytes> =
+            self.dirty.values().map(|cached| page::encoded(&cached.page)).collect();
         let meta = meta.map(Meta::encode);
         let group: Vec<BlockWrite<'_>> = self
             .dirty

@@ -92,16 +92,19 @@ impl Value {
 /// A leaf page: keys and their values, in strictly ascending key order.
 ///
 /// Keys and inline values are `Bytes`: a decoded page's are slices of the block it was read
-/// from, and `pack` copies a page built in memory into one buffer of its own. A cached page
-/// is then three allocations (its buffer, the buffer's count, its entries), not two for
-/// every entry, which keeps the allocator from holding freed holes resident.
+/// from, its encoded image, and `pack` encodes a page built in memory and slices its entries
+/// out of that image. A cached page is then three allocations (its image, the image's
+/// count, its entries), not two for every entry, and writing it back copies nothing
+/// (`encoded`).
 #[derive(Clone, Debug, Default)]
 pub struct LeafPage {
-    /// The entries, sorted by key with no duplicates.
+    /// The entries, sorted by key with no duplicates. Code that changes them builds a new
+    /// page (`LeafPage::new`, as the tree does) rather than changing a decoded or packed one
+    /// in place, whose image would then be stale.
     pub entries: Vec<(Bytes, Value)>,
-    /// Bytes of the one buffer every key and inline value is a slice of, when there is one
-    /// (0 for a page built in memory and not packed).
-    buffer: usize,
+    /// The encoded page every key and inline value is a slice of, while the entries are
+    /// unchanged since it was decoded or packed.
+    image: Option<Bytes>,
 }
 
 impl PartialEq for LeafPage {
@@ -116,50 +119,28 @@ impl Eq for LeafPage {}
 impl LeafPage {
     /// A leaf of `entries` (sorted, no duplicates).
     pub fn new(entries: Vec<(Bytes, Value)>) -> LeafPage {
-        LeafPage { entries, buffer: 0 }
+        LeafPage { entries, image: None }
     }
 
-    /// Bytes of the buffer the entries are slices of (0 when they are not all in one).
+    /// Bytes of the encoded image the entries are slices of (0 when there is none).
     pub fn buffer_bytes(&self) -> usize {
-        self.buffer
+        self.image.as_ref().map_or(0, Bytes::len)
     }
 
-    /// Copies every key and inline value into one buffer of the page's own, exactly as
-    /// large as they are, and lets go of the entries' spare capacity; what they were slices
-    /// of (older pages, a batch) is no longer held.
+    /// Encodes the page and makes every key and inline value a slice of that image; lets go
+    /// of the entries' spare capacity, and of what they were slices of before (older pages,
+    /// a batch).
     pub fn pack(&mut self) {
-        let total: usize = self
-            .entries
-            .iter()
-            .map(|(key, value)| {
-                key.len()
-                    + match value {
-                        Value::Inline(bytes) => bytes.len(),
-                        Value::Overflow(_) => 0,
-                    }
-            })
-            .sum();
-        let mut buffer = Vec::with_capacity(total);
-        for (key, value) in &self.entries {
-            buffer.extend_from_slice(key);
-            if let Value::Inline(bytes) = value {
-                buffer.extend_from_slice(bytes);
-            }
+        if self.image.is_some() {
+            return;
         }
-        let buffer = Bytes::from(buffer);
-        let mut at = 0;
-        for (key, value) in &mut self.entries {
-            *key = buffer.slice(at..at + key.len());
-            at += key.len();
-            if let Value::Inline(bytes) = value {
-                *bytes = buffer.slice(at..at + bytes.len());
-                at += bytes.len();
-            }
+        let entries = std::mem::take(&mut self.entries);
+        let image = Bytes::from(encode(&Page::Leaf(LeafPage { entries, image: None })));
+        // The image was just encoded from valid entries; decoding it cannot fail.
+        if let Ok(Page::Leaf(leaf)) = decode_bytes(image) {
+            *self = leaf;
         }
-        self.entries.shrink_to_fit();
-        self.buffer = total;
     }
-
     /// The index of `key`, or where it would be inserted.
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
         self.entries.binary_search_by(|(k, _)| k.as_ref().cmp(key))
@@ -189,8 +170,8 @@ impl LeafPage {
             size += len(&self.entries[at]);
             at += 1;
         }
-        let right = LeafPage { entries: self.entries.split_off(at), buffer: 0 };
-        self.buffer = 0;
+        let right = LeafPage { entries: self.entries.split_off(at), image: None };
+        self.image = None;
         let separator = shortest_separator(&self.entries[at - 1].0, &right.entries[0].0);
         (separator, right)
     }
@@ -203,7 +184,7 @@ impl LeafPage {
             _ => true,
         });
         self.entries.extend(right.entries);
-        self.buffer = 0;
+        self.image = None;
     }
 }
 
@@ -520,7 +501,7 @@ pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
                 };
                 entries.push((key, value));
             }
-            Page::Leaf(LeafPage { entries, buffer: block.len() })
+            Page::Leaf(LeafPage { entries, image: None })
         }
         KIND_INTERNAL => {
             let first_child = reader.u64("first child")?;
@@ -536,7 +517,21 @@ pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
     if reader.at != bytes.len() {
         return reader.fail(format!("{} bytes after the last entry", bytes.len() - reader.at));
     }
-    Ok(page)
+    Ok(match page {
+        Page::Leaf(leaf) => Page::Leaf(LeafPage { image: Some(block), ..leaf }),
+        internal => internal,
+    })
+}
+
+/// The encoded page: a leaf's image when it has one (no copy), else `encode`'s bytes.
+pub fn encoded(page: &Page) -> Bytes {
+    match page {
+        Page::Leaf(leaf @ LeafPage { image: Some(image), .. }) => {
+            debug_assert_eq!(image.len(), leaf.encoded_len(), "a packed leaf changed in place");
+            image.clone()
+        }
+        page => Bytes::from(encode(page)),
+    }
 }
 
 #[cfg(test)]

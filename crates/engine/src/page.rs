@@ -134,13 +134,18 @@ impl LeafPage {
         if self.image.is_some() {
             return;
         }
-        let entries = std::mem::take(&mut self.entries);
-        let image = Bytes::from(encode(&Page::Leaf(LeafPage { entries, image: None })));
-        // The image was just encoded from valid entries; decoding it cannot fail.
-        if let Ok(Page::Leaf(leaf)) = decode_bytes(image) {
-            *self = leaf;
+        let page = Page::Leaf(LeafPage { entries: std::mem::take(&mut self.entries), image: None });
+        let image = Bytes::from(encode(&page));
+        // The image was just encoded from valid entries, so it decodes; were it not to, the
+        // page stays as it was, unpacked.
+        match (decode_bytes(image), page) {
+            (Ok(Page::Leaf(packed)), _) => *self = packed,
+            (_, Page::Leaf(unpacked)) => *self = unpacked,
+            // Built as a leaf above.
+            (_, Page::Internal(_)) => {}
         }
     }
+
     /// The index of `key`, or where it would be inserted.
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
         self.entries.binary_search_by(|(k, _)| k.as_ref().cmp(key))

@@ -135,15 +135,23 @@ impl LeafPage {
             return;
         }
         let page = Page::Leaf(LeafPage { entries: std::mem::take(&mut self.entries), image: None });
-        let image = Bytes::from(encode(&page));
-        // The image was just encoded from valid entries, so it decodes; were it not to, the
-        // page stays as it was, unpacked.
-        match (decode_bytes(image), page) {
-            (Ok(Page::Leaf(packed)), _) => *self = packed,
-            (_, Page::Leaf(unpacked)) => *self = unpacked,
-            // Built as a leaf above.
-            (_, Page::Internal(_)) => {}
+        let mut starts = Vec::new();
+        let image = Bytes::from(encode_with(&page, &mut |at| starts.push(at)));
+        // The page built just above.
+        let Page::Leaf(mut leaf) = page else { return };
+        // An entry is its key's length (4 bytes), the key, the value's kind (1) and, inline,
+        // its length (4) and bytes.
+        for ((key, value), start) in leaf.entries.iter_mut().zip(starts) {
+            let key_at = start + 4;
+            *key = image.slice(key_at..key_at + key.len());
+            if let Value::Inline(bytes) = value {
+                let value_at = key_at + key.len() + 1 + 4;
+                *bytes = image.slice(value_at..value_at + bytes.len());
+            }
         }
+        leaf.entries.shrink_to_fit();
+        leaf.image = Some(image);
+        *self = leaf;
     }
 
     /// The index of `key`, or where it would be inserted.
@@ -326,6 +334,11 @@ impl Page {
 /// order or over the limit, an inline value over the limit, an overflow of no blocks): the
 /// caller builds pages, so such a page is a bug, and writing it would lose data later.
 pub fn encode(page: &Page) -> Vec<u8> {
+    encode_with(page, &mut |_| {})
+}
+
+/// `encode`, telling `entry_at` the offset at which each leaf entry starts.
+fn encode_with(page: &Page, entry_at: &mut impl FnMut(usize)) -> Vec<u8> {
     let mut out = Vec::with_capacity(page.encoded_len());
     let (kind, count) = match page {
         Page::Leaf(leaf) => (KIND_LEAF, leaf.entries.len()),
@@ -339,6 +352,7 @@ pub fn encode(page: &Page) -> Vec<u8> {
             let keys = leaf.entries.iter().map(|(k, _)| k.as_ref());
             assert!(keys_ascend(keys), "leaf keys out of order");
             for (key, value) in &leaf.entries {
+                entry_at(out.len());
                 put_key(&mut out, key);
                 match value {
                     Value::Inline(bytes) => {

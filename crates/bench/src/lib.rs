@@ -20,6 +20,7 @@ mod bars;
 pub mod blocks;
 pub mod device;
 pub mod engine;
+mod lines;
 mod summary;
 mod svg;
 pub mod wal;

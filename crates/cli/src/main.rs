@@ -29,12 +29,10 @@ struct Cli {
     command: Command,
 }
 
+mod allocator;
 mod kv;
 
-/// Arenas of glibc's malloc in this process (see `tierkv_io::machine::limit_malloc_arenas`).
-const MALLOC_ARENAS: u32 = 2;
-
-/// The allocator in force, as `limit_malloc_arenas` described it at start.
+/// The allocator in force, as `allocator::configure` described it at start.
 static ALLOCATOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 #[derive(Subcommand)]
@@ -316,8 +314,8 @@ struct DeviceArgs {
 }
 
 fn main() -> ExitCode {
-    // Before any other thread starts (the limit applies to arenas made from then on).
-    let _ = ALLOCATOR.set(tierkv_io::machine::limit_malloc_arenas(MALLOC_ARENAS));
+    // Before any other thread starts (glibc's arena limit applies to arenas made from then on).
+    let _ = ALLOCATOR.set(allocator::configure());
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(message) => {
@@ -387,6 +385,7 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
     config.options = args.engine.apply(config.options);
     config.progress = !args.quiet;
     config.read_method_trials = args.compare_read_methods;
+    config.heap_in_use = allocator::in_use_bytes;
     config.allocator = ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into());
     config.command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = engine_bench::run(&config).map_err(|e| e.to_string())?;

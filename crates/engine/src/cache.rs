@@ -35,15 +35,27 @@ pub trait Cached: Send + Sync {
     }
 }
 
-/// Bytes an allocation of `len` bytes takes from the heap: what a general-purpose allocator
-/// (glibc's, or any size-class one) hands out for it, a header of 8 bytes and rounding to 16,
-/// at least 32. Counting this rather than `len` keeps a budget of small allocations (keys,
-/// short values) honest: a 16-byte key costs 32 bytes.
+/// Bytes an allocation of `len` bytes takes from the heap, by the more costly of the two
+/// kinds of allocator a process may have:
+/// - glibc's: an 8-byte header, rounding to 16, at least 32;
+/// - a size-class one (jemalloc, the `tierkv` binary's; tcmalloc and mimalloc alike): 16-byte
+///   classes up to 128, then four classes to each doubling (160, 192, 224, 256, 320, …,
+///   4096, 5120, 6144, 7168, 8192, 10240, …), so up to a quarter more than asked for.
+///
+/// Counting this rather than `len` keeps a budget honest: a 16-byte key costs 32 bytes, and a
+/// page image of 4,500 bytes costs 5,120.
 pub fn allocation_bytes(len: usize) -> usize {
-    match len {
-        0 => 0,
-        len => (len + 8).next_multiple_of(16).max(32),
+    if len == 0 {
+        return 0;
     }
+    let header_rounded = (len + 8).next_multiple_of(16).max(32);
+    let size_class = match len {
+        ..=128 => len.next_multiple_of(16),
+        // Four classes between each power of two and the next: steps of an eighth of the
+        // upper one.
+        _ => len.next_multiple_of(len.next_power_of_two() / 8),
+    };
+    header_rounded.max(size_class)
 }
 
 /// Reads done on a page, at most (S3-FIFO's frequency counter).

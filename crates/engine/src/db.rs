@@ -101,6 +101,9 @@ struct Inner {
     switch: RwLock<()>,
     visible: Visibility,
     checkpointer: Mutex<Checkpointer>,
+    /// What `stats` reports of the checkpointer's state, copied out whenever it changes, so
+    /// that `stats` never waits for a checkpoint's I/O.
+    summary: Mutex<CheckpointSummary>,
     /// Wakes the checkpoint thread, and writers waiting for memtable room.
     trigger: Mutex<Trigger>,
     trigger_cv: Condvar,
@@ -110,12 +113,34 @@ struct Inner {
     /// Log bytes appended since the last freeze.
     log_bytes: AtomicU64,
     counters: Counters,
+    /// Last, so that it drops after everything above has been freed.
+    _release: ReleaseOnDrop,
+}
+
+/// Gives the heap memory a store freed back to the kernel when it drops (`Inner`'s last
+/// field): glibc keeps what was freed in the middle of an arena resident, and a process that
+/// closes a store and opens another would hold both.
+struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        tierkv_io::machine::release_free_heap();
+    }
 }
 
 #[derive(Default)]
 struct Trigger {
     kicked: bool,
     stop: bool,
+    /// Checkpoints asked for by callers (`Inner::checkpoint_on_thread`), numbered from 1.
+    requested: u64,
+    /// The highest request served: a checkpoint that began after it was made has ended.
+    served: u64,
+    /// The error of the checkpoint that served the last requests, for the first caller.
+    error: Option<Error>,
+    /// Whether the checkpoint thread is running; once it has returned (or panicked),
+    /// callers checkpoint on their own thread.
+    running: bool,
 }
 
 /// The checkpoint writer's state, under its own lock (one checkpoint at a time).
@@ -129,6 +154,24 @@ struct Checkpointer {
     /// retired or orphaned.
     reclaim_now: Vec<u64>,
     last: Instant,
+}
+
+impl Checkpointer {
+    fn summary(&self) -> CheckpointSummary {
+        CheckpointSummary {
+            sequence: self.meta.sequence,
+            next_page: self.meta.next_page,
+            blocks_retired: self.retired.iter().map(|(_, ids)| ids.len()).sum(),
+        }
+    }
+}
+
+/// See `Inner::summary`.
+#[derive(Clone, Copy)]
+struct CheckpointSummary {
+    sequence: u64,
+    next_page: u64,
+    blocks_retired: usize,
 }
 
 #[derive(Default)]
@@ -352,6 +395,9 @@ impl Db {
         }
         let version =
             Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
+        let state =
+            Checkpointer { meta, retired: VecDeque::new(), reclaim_now, last: Instant::now() };
+        let summary = state.summary();
         let inner = Arc::new(Inner {
             options,
             dir,
@@ -360,19 +406,16 @@ impl Db {
             current: RwLock::new(Arc::new(version)),
             switch: RwLock::new(()),
             visible: Visibility::new(last),
-            checkpointer: Mutex::new(Checkpointer {
-                meta,
-                retired: VecDeque::new(),
-                reclaim_now,
-                last: Instant::now(),
-            }),
-            trigger: Mutex::new(Trigger::default()),
+            checkpointer: Mutex::new(state),
+            summary: Mutex::new(summary),
+            trigger: Mutex::new(Trigger { running: true, ..Trigger::default() }),
             trigger_cv: Condvar::new(),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             log_bytes: AtomicU64::new(replayed_bytes),
             counters: Counters::default(),
+            _release: ReleaseOnDrop,
         });
         let background = Arc::clone(&inner);
         let checkpointer = std::thread::Builder::new()
@@ -447,7 +490,7 @@ impl Db {
 
     /// Moves the memtable into the tree now and truncates the log behind it.
     pub fn checkpoint(&self) -> Result<()> {
-        self.inner.checkpoint()
+        self.inner.checkpoint_on_thread()
     }
 
     /// Counters and sizes.
@@ -479,7 +522,7 @@ impl Db {
         let result = if self.inner.failed.load(Ordering::Acquire) {
             Ok(())
         } else {
-            self.inner.checkpoint()
+            self.inner.checkpoint_on_thread()
         };
         self.shutdown();
         let blocks = self.inner.pages.blocks().close().map_err(Error::from);
@@ -667,7 +710,17 @@ impl Inner {
     }
 
     fn checkpoint_loop(&self) {
+        /// Marks the thread stopped however it returns, and wakes callers waiting on it.
+        struct Exit<'a>(&'a Inner);
+        impl Drop for Exit<'_> {
+            fn drop(&mut self) {
+                lock(&self.0.trigger).running = false;
+                self.0.trigger_cv.notify_all();
+            }
+        }
+        let _exit = Exit(self);
         loop {
+            let serves;
             {
                 let mut trigger = lock(&self.trigger);
                 let deadline = lock(&self.checkpointer).last + self.options.checkpoint_interval;
@@ -686,10 +739,14 @@ impl Inner {
                         .0;
                 }
                 trigger.kicked = false;
+                serves = trigger.requested;
             }
             if self.failed.load(Ordering::Acquire) {
-                // Nothing to do until reopen; wait for the stop.
+                // Nothing to do until reopen; callers waiting see the failure. Wait for the
+                // stop.
                 let mut trigger = lock(&self.trigger);
+                trigger.served = trigger.requested;
+                self.trigger_cv.notify_all();
                 while !trigger.stop {
                     trigger = self.trigger_cv.wait(trigger).unwrap_or_else(PoisonError::into_inner);
                 }
@@ -697,7 +754,52 @@ impl Inner {
             }
             // An error poisons the store; writers and `checkpoint` callers report it. The
             // checkpoint sets `last`, the start of the next interval.
-            let _ = self.checkpoint();
+            let result = self.checkpoint();
+            let mut trigger = lock(&self.trigger);
+            if serves > trigger.served {
+                trigger.served = serves;
+                trigger.error = result.err();
+            }
+            self.trigger_cv.notify_all();
+        }
+    }
+
+    /// Has the checkpoint thread take a checkpoint that begins after this call, and waits
+    /// for it; checkpoints here when the thread has stopped. Every checkpoint runs on the
+    /// one thread, so the pages it makes come from that thread's malloc arena: glibc gives
+    /// freed memory back only to the arena it came from, and pages made by one thread and
+    /// freed into another's would leave the process holding both.
+    fn checkpoint_on_thread(&self) -> Result<()> {
+        self.check_writable()?;
+        let mut trigger = lock(&self.trigger);
+        if !trigger.running || trigger.stop {
+            drop(trigger);
+            return self.checkpoint();
+        }
+        trigger.requested += 1;
+        let ticket = trigger.requested;
+        trigger.kicked = true;
+        self.trigger_cv.notify_all();
+        while trigger.served < ticket {
+            if !trigger.running {
+                drop(trigger);
+                return self.checkpoint();
+            }
+            // Bounded: the thread serves every request (or, failed, marks them served),
+            // and its exit clears `running`; the timeout covers a wakeup sent before this
+            // wait began.
+            trigger = self
+                .trigger_cv
+                .wait_timeout(trigger, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        match trigger.error.take() {
+            Some(error) => Err(error),
+            None => {
+                drop(trigger);
+                self.check_writable()
+            }
         }
     }
 
@@ -845,6 +947,7 @@ impl Inner {
             epoch: Arc::new(Epoch),
         });
         cp.retired.push_back((old_epoch, retired_now));
+        *lock(&self.summary) = cp.summary();
         Ok(())
     }
 
@@ -856,6 +959,7 @@ impl Inner {
         self.counters.pages_written.fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
         session.flush(Some(&meta))?;
         cp.meta = meta;
+        *lock(&self.summary) = cp.summary();
         self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -863,7 +967,7 @@ impl Inner {
     /// Checkpoints, then rewrites the tree with full pages (a bulk load of its entries in
     /// order), so that pages left half full by splits and deletes are packed again.
     fn compact(&self) -> Result<()> {
-        self.checkpoint()?;
+        self.checkpoint_on_thread()?;
         self.check_writable()?;
         let mut checkpointer = lock(&self.checkpointer);
         let result = self.compact_locked(&mut checkpointer);
@@ -974,19 +1078,15 @@ impl Inner {
 
     fn stats(&self) -> Result<Stats> {
         let version = Arc::clone(&read(&self.current));
-        let (checkpoint_sequence, next_page, blocks_retired) = {
-            let cp = lock(&self.checkpointer);
-            let retired = cp.retired.iter().map(|(_, ids)| ids.len()).sum();
-            (cp.meta.sequence, cp.meta.next_page, retired)
-        };
+        let summary = *lock(&self.summary);
         let cache = self.pages.cache();
         let counters = &self.counters;
         let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         Ok(Stats {
             sequence: self.visible.get(),
-            checkpoint_sequence,
+            checkpoint_sequence: summary.sequence,
             tree_height: version.tree.height(&self.pages)?,
-            next_page,
+            next_page: summary.next_page,
             memtable_bytes: version.mutable.bytes(),
             frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
             cache: cache.stats(),
@@ -1000,7 +1100,7 @@ impl Inner {
             early_flushes: count(&counters.early_flushes),
             pages_written: count(&counters.pages_written),
             blocks_reclaimed: count(&counters.blocks_reclaimed),
-            blocks_retired,
+            blocks_retired: summary.blocks_retired,
             log_file_bytes: self.wal.file_bytes(),
             log: self.wal.stats(),
             blocks: self.pages.blocks().stats(),

@@ -97,7 +97,12 @@ pub fn process_memory() -> Option<ProcessMemory> {
             .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .map(|kib| kib * 1024)
     };
-    Some(ProcessMemory { rss_bytes: kib("VmRSS:")?, peak_rss_bytes: kib("VmHWM:")? })
+    Some(ProcessMemory {
+        rss_bytes: kib("VmRSS:")?,
+        peak_rss_bytes: kib("VmHWM:")?,
+        anon_bytes: kib("RssAnon:"),
+        file_bytes: kib("RssFile:"),
+    })
 }
 
 /// What `process_memory` reports.
@@ -107,6 +112,27 @@ pub struct ProcessMemory {
     pub rss_bytes: u64,
     /// The most resident at once since the process started (or since the peak was reset).
     pub peak_rss_bytes: u64,
+    /// Of the resident memory now, the anonymous part (the heap, stacks, anonymous maps);
+    /// `None` on kernels before 4.5.
+    pub anon_bytes: Option<u64>,
+    /// And the part that maps files (the binary, libraries, mapped store or log files).
+    pub file_bytes: Option<u64>,
+}
+
+/// Bytes the C library's malloc has handed out and not had back (`mallinfo2`'s `uordblks`
+/// plus `hblkhd`): the heap's live allocations. Resident heap memory above this is memory
+/// malloc holds free without returning it to the kernel. `None` with other C libraries.
+pub fn malloc_in_use_bytes() -> Option<u64> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads malloc's counters (glibc 2.33 and later).
+        let info = unsafe { libc::mallinfo2() };
+        Some((info.uordblks + info.hblkhd) as u64)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
 }
 
 /// Writes since boot by the block device that holds `path`, from
@@ -246,11 +272,10 @@ pub fn resident_fraction(path: &Path) -> Result<f64> {
 /// the allocator in force, for reports.
 ///
 /// glibc's malloc gives threads that allocate at the same time arenas of their own (up to 8
-/// per core) and keeps memory freed inside an arena resident. The engine's threads (writers,
-/// readers, the checkpoint thread, the log's and the block store's) allocate and free pages
-/// and memtable entries across one another, so the process's resident memory grows well past
-/// what it holds (`results/engine/README.md` has the figures). With other C libraries this
-/// does nothing.
+/// per core) and keeps memory freed inside an arena for that arena. The engine's threads
+/// (writers, readers, the checkpoint thread) allocate and free pages and memtable entries
+/// across one another, so the process comes to hold the sum of every arena's peak
+/// (`results/engine/README.md` has the figures). With other C libraries this does nothing.
 pub fn limit_malloc_arenas(arenas: u32) -> String {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -269,6 +294,26 @@ pub fn limit_malloc_arenas(arenas: u32) -> String {
     {
         let _ = arenas;
         "the C library's malloc".into()
+    }
+}
+
+/// Gives the kernel back the whole pages malloc holds free (`malloc_trim(0)`), in every
+/// arena, the middle of each heap included; returns whether any were given back. glibc
+/// otherwise returns only the free memory at the top of a heap: what a closed store freed
+/// in the middle of an arena, or in an arena no thread uses any more, stays resident. It
+/// walks every arena under its lock (tens of milliseconds for a few hundred MiB), so call
+/// it where a pause costs nothing, such as after a store closes. With other C libraries
+/// this does nothing.
+pub fn release_free_heap() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim only returns free memory to the kernel; live allocations are
+        // untouched, and it takes malloc's own locks.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
     }
 }
 

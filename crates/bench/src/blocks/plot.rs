@@ -14,18 +14,15 @@
 //! Must never: write outside `dir`, or panic on a degenerate report (no rows, one value, equal
 //! values, zeros).
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::micro::{MicroTable, Timing};
 use super::{BlocksReport, Buffering};
-use crate::bars::{
-    nice_step, number, render_bars, svg_end, svg_start, y_grid, Axis, Bar, BarChart, Group,
-    COLOURS, PLOT_BOTTOM_PX, PLOT_LEFT_PX, PLOT_RIGHT_PX, PLOT_TOP_PX,
-};
+use crate::bars::{render_bars, Bar, BarChart, Group};
 use crate::device::BenchError;
+use crate::lines::{render_lines, Line, LineChart};
 use crate::summary::median_of_present;
-use crate::svg::{plottable, size_name, text, write_svg};
+use crate::svg::{size_name, write_svg};
 
 /// Writes the plots into `dir` (created if missing) and returns their paths, sorted:
 /// `latency-{block}.svg`, `bandwidth-{block}.svg`, `page-update-bytes.svg` and
@@ -63,14 +60,8 @@ pub fn write_plots(report: &BlocksReport, dir: &Path) -> Result<Vec<PathBuf>, Be
     if let Some(overwrite) = &report.overwrite {
         let points: Vec<(f64, f64)> =
             overwrite.samples.iter().map(|s| (s.elapsed_s, s.space_amplification)).collect();
-        let svg = render_line(
-            &format!(
-                "LogStore sustained overwrite: space amplification, {} B pages",
-                overwrite.page_bytes
-            ),
-            &points,
-            &footer,
-        );
+        let chart = space_amplification_chart(overwrite.page_bytes, points);
+        let svg = render_lines(&chart, &footer);
         written.push(write_svg(dir, "overwrite-space-amplification.svg", &svg)?);
     }
     written.sort();
@@ -182,72 +173,15 @@ fn page_charts(report: &BlocksReport) -> (BarChart, BarChart) {
     )
 }
 
-/// A line of (seconds, value) on linear axes from 0, with the 1.5 bound drawn dashed.
-fn render_line(title: &str, points: &[(f64, f64)], footer: &str) -> String {
-    const BOUND: f64 = 1.5;
-    let points: Vec<(f64, f64)> =
-        points.iter().copied().filter(|&(x, y)| x.is_finite() && plottable(y)).collect();
-    let x_max = points.iter().map(|p| p.0).fold(1.0f64, f64::max);
-    // Headroom above the bound, so a line at the bound does not run along the frame.
-    let y_axis = Axis::for_values(points.iter().map(|p| p.1).chain([BOUND * 1.2]));
-    // Space amplification never spans decades; a log axis here would only hide the bound.
-    let y_axis = match y_axis {
-        Axis::Log { hi, .. } => {
-            let max = 10f64.powi(hi);
-            Axis::Linear { max, step: nice_step(max / 5.0) }
-        }
-        linear => linear,
-    };
-    let mut svg = String::new();
-    svg_start(&mut svg, title);
-    y_grid(&mut svg, &y_axis);
-    let x_of = |x: f64| PLOT_LEFT_PX + x / x_max * (PLOT_RIGHT_PX - PLOT_LEFT_PX);
-    let y_of = |y: f64| PLOT_BOTTOM_PX - y_axis.fraction(y) * (PLOT_BOTTOM_PX - PLOT_TOP_PX);
-    let x_step = nice_step(x_max / 8.0);
-    let mut x = 0.0;
-    while x <= x_max + 1e-9 {
-        text(&mut svg, x_of(x), PLOT_BOTTOM_PX + 18.0, 11, "middle", "", &number(x));
-        x += x_step;
+/// Space amplification over time, against the store's bound of 1.5.
+fn space_amplification_chart(page_bytes: usize, points: Vec<(f64, f64)>) -> LineChart {
+    LineChart {
+        title: format!("LogStore sustained overwrite: space amplification, {page_bytes} B pages"),
+        y_label: "file bytes / live bytes".into(),
+        lines: vec![Line { name: "space amplification".into(), points }],
+        bound: Some((1.5, "1.5 bound".into())),
+        shades: Vec::new(),
     }
-    text(
-        &mut svg,
-        (PLOT_LEFT_PX + PLOT_RIGHT_PX) / 2.0,
-        PLOT_BOTTOM_PX + 40.0,
-        13,
-        "middle",
-        "",
-        "seconds",
-    );
-    let bound_y = y_of(BOUND);
-    let _ = writeln!(
-        svg,
-        "<line x1=\"{PLOT_LEFT_PX}\" y1=\"{bound_y:.1}\" x2=\"{PLOT_RIGHT_PX}\" y2=\"{bound_y:.1}\" \
-         stroke=\"#7f7f7f\" stroke-width=\"1.5\" stroke-dasharray=\"8 4\"/>"
-    );
-    text(&mut svg, PLOT_RIGHT_PX - 6.0, bound_y - 5.0, 11, "end", "#7f7f7f", "1.5 bound");
-    if points.len() >= 2 {
-        let mut coordinates = String::new();
-        for &(x, y) in &points {
-            let _ = write!(coordinates, "{:.1},{:.1} ", x_of(x), y_of(y));
-        }
-        let _ = writeln!(
-            svg,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>",
-            coordinates.trim_end(),
-            COLOURS[0]
-        );
-    }
-    for &(x, y) in &points {
-        let _ = writeln!(
-            svg,
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"/>",
-            x_of(x),
-            y_of(y),
-            COLOURS[0]
-        );
-    }
-    svg_end(&mut svg, "file bytes / live bytes", footer);
-    svg
 }
 
 #[cfg(test)]
@@ -274,9 +208,10 @@ mod tests {
         assert!(!svg.contains("NaN") && svg.contains("t &lt;&amp;&gt;"));
         let empty = BarChart { groups: Vec::new(), ..chart };
         assert!(render_bars(&empty, "f").contains("no data"));
-        let line = render_line("l", &[(1.0, 1.2), (2.0, 1.3), (3.0, f64::NAN)], "f");
+        let points = vec![(1.0, 1.2), (2.0, 1.3), (3.0, f64::NAN)];
+        let line = render_lines(&space_amplification_chart(4096, points), "f");
         assert_eq!(line.matches("<polyline").count(), 1);
         assert!(!line.contains("NaN"));
-        assert!(render_line("l", &[], "f").contains("1.5 bound"));
+        assert!(render_lines(&space_amplification_chart(4096, vec![]), "f").contains("1.5 bound"));
     }
 }

@@ -14,8 +14,10 @@
 //!
 //! Each workload reports ops/s, MB/s of keys and values, latency percentiles (HdrHistogram)
 //! and what the engine did meanwhile (checkpoints, cache hit ratio). The store lives in a
-//! fresh directory under `path`, removed at the end. Resident memory is sampled after each
-//! workload, and its peak is set against the bound of `cache_size` + 64 MiB.
+//! fresh directory under `path`, removed at the end. Memory is sampled every 100 ms and
+//! after each workload (`MemorySample`: resident, anonymous, the allocator's live bytes, and what the
+//! engine counts in its page cache and memtables), and the peak is set against the bound of
+//! `cache_size` + 64 MiB.
 //!
 //! **Read methods** (`read_method_trials`): after the workloads, the store is reopened with
 //! the `syscall` and the `mmap` read method in turn, alternating which goes first, and each
@@ -27,14 +29,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tierkv::{Db, Durability, Options};
 use tierkv_io::file_system_info;
-use tierkv_io::machine::{machine_info, process_memory};
+use tierkv_io::machine::{machine_info, malloc_in_use_bytes, process_memory};
 use tierkv_io::AccessMethod;
 
 use crate::device::{BenchError, Machine};
@@ -135,6 +138,9 @@ pub struct EngineBenchConfig {
     pub read_method_trials: usize,
     /// The process's allocator, as the binary names it.
     pub allocator: String,
+    /// Bytes that allocator has handed out and not had back, for the memory trace (the
+    /// default asks glibc's malloc).
+    pub heap_in_use: fn() -> Option<u64>,
     /// The command line, for the report.
     pub command: String,
 }
@@ -155,6 +161,7 @@ impl EngineBenchConfig {
             progress: true,
             read_method_trials: 0,
             allocator: "system".into(),
+            heap_in_use: malloc_in_use_bytes,
             command: String::new(),
         }
     }
@@ -167,6 +174,8 @@ pub struct WorkloadResult {
     pub workload: Workload,
     /// Operations completed.
     pub ops: u64,
+    /// When it began, seconds since the first workload began.
+    pub started_s: f64,
     /// Seconds they took.
     pub seconds: f64,
     /// Operations per second.
@@ -191,6 +200,120 @@ pub struct WorkloadResult {
     pub cache_hit_ratio: Option<f64>,
     /// Resident memory after the workload, bytes.
     pub rss_bytes: Option<u64>,
+}
+
+/// Memory at one moment of the run (see `MemoryTrace`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MemorySample {
+    /// Seconds since the run began.
+    pub seconds: f64,
+    /// The workload running; `None` between workloads (opening, closing, checkpointing).
+    pub workload: Option<Workload>,
+    /// The process's resident memory (`VmRSS`), bytes.
+    pub rss_bytes: u64,
+    /// Of it, anonymous memory (`RssAnon`): the heap, stacks and anonymous maps.
+    pub anon_bytes: Option<u64>,
+    /// Bytes the allocator has handed out and not had back (`heap_in_use`); resident heap
+    /// above this is memory the allocator keeps free, or its size-class rounding.
+    pub heap_in_use_bytes: Option<u64>,
+    /// What the engine counts against its budget, as last read during a workload: its page
+    /// cache's bytes.
+    pub engine_cache_bytes: Option<usize>,
+    /// And its memtables' (the mutable one and the one being checkpointed).
+    pub engine_memtable_bytes: Option<usize>,
+}
+
+/// Memory through the run: a thread samples the process every `MEMORY_SAMPLE_INTERVAL`,
+/// workloads or not (a store's opening and closing count too), and the workload loops note
+/// what the engine counts (`Db::stats`) each 1,000 operations, at most as often. A
+/// transient peak can then be placed, and set against what the engine holds.
+struct MemoryTrace {
+    started: Instant,
+    /// 1 + the index in `config.workloads` of the workload running; 0 between workloads.
+    running: AtomicUsize,
+    /// Nanoseconds after `started` when the engine's figures are next read.
+    engine_due: AtomicU64,
+    /// The engine's figures last read (`usize::MAX`: none yet, or between workloads).
+    engine_cache: AtomicUsize,
+    engine_memtables: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// How often `MemoryTrace` samples. glibc's `mallinfo2` walks malloc's free lists under its
+/// locks, so not much more often.
+const MEMORY_SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
+
+impl MemoryTrace {
+    fn new() -> MemoryTrace {
+        MemoryTrace {
+            started: Instant::now(),
+            running: AtomicUsize::new(0),
+            engine_due: AtomicU64::new(0),
+            engine_cache: AtomicUsize::new(usize::MAX),
+            engine_memtables: AtomicUsize::new(usize::MAX),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    fn elapsed_nanos(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Marks workload `index` of the run as running, or none (`None`).
+    fn set_running(&self, index: Option<usize>) {
+        self.running.store(index.map_or(0, |i| i + 1), Ordering::Relaxed);
+        if index.is_none() {
+            self.engine_cache.store(usize::MAX, Ordering::Relaxed);
+            self.engine_memtables.store(usize::MAX, Ordering::Relaxed);
+        }
+        self.engine_due.store(0, Ordering::Relaxed);
+    }
+
+    /// Reads the engine's figures when they are due.
+    fn note_engine(&self, store: &Db) {
+        let now = self.elapsed_nanos();
+        if now < self.engine_due.load(Ordering::Relaxed) {
+            return;
+        }
+        let interval = u64::try_from(MEMORY_SAMPLE_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
+        self.engine_due.store(now.saturating_add(interval), Ordering::Relaxed);
+        if let Ok(stats) = store.stats() {
+            let memtables = stats.memtable_bytes + stats.frozen_bytes;
+            self.engine_cache.store(stats.cache_bytes, Ordering::Relaxed);
+            self.engine_memtables.store(memtables, Ordering::Relaxed);
+        }
+    }
+
+    /// The sampler thread's loop, until `stop`.
+    fn sample_until_stopped(
+        &self,
+        workloads: &[Workload],
+        heap_in_use: fn() -> Option<u64>,
+    ) -> Vec<MemorySample> {
+        let engine = |figure: &AtomicUsize| {
+            Some(figure.load(Ordering::Relaxed)).filter(|&bytes| bytes != usize::MAX)
+        };
+        let mut samples = Vec::new();
+        loop {
+            let stopping = self.stop.load(Ordering::Relaxed);
+            if let Some(memory) = process_memory() {
+                let running = self.running.load(Ordering::Relaxed);
+                samples.push(MemorySample {
+                    seconds: self.started.elapsed().as_secs_f64(),
+                    workload: running.checked_sub(1).and_then(|i| workloads.get(i).copied()),
+                    rss_bytes: memory.rss_bytes,
+                    anon_bytes: memory.anon_bytes,
+                    heap_in_use_bytes: heap_in_use(),
+                    engine_cache_bytes: engine(&self.engine_cache),
+                    engine_memtable_bytes: engine(&self.engine_memtables),
+                });
+            }
+            if stopping {
+                return samples;
+            }
+            std::thread::sleep(MEMORY_SAMPLE_INTERVAL);
+        }
+    }
 }
 
 /// One timed pass of random lookups with one read method.
@@ -264,7 +387,7 @@ pub struct EngineBenchReport {
     /// Results in the order run.
     pub results: Vec<WorkloadResult>,
     /// Peak resident memory of the process, bytes: its high-water mark (`VmHWM`), or the
-    /// largest sample after a workload where that is higher.
+    /// largest sample where that is higher.
     pub peak_rss_bytes: Option<u64>,
     /// The bound on it: `cache_size` + 64 MiB.
     pub memory_bound_bytes: u64,
@@ -272,6 +395,8 @@ pub struct EngineBenchReport {
     pub within_memory_bound: Option<bool>,
     /// The read-method comparison, when it ran.
     pub read_methods: Option<ReadMethodsReport>,
+    /// Memory sampled through the workloads (every 100 ms).
+    pub memory_trace: Vec<MemorySample>,
     /// Bytes of the store's block files at the end.
     pub store_file_bytes: u64,
 }
@@ -305,6 +430,36 @@ pub fn run(config: &EngineBenchConfig) -> Result<EngineBenchReport, BenchError> 
 }
 
 fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, BenchError> {
+    let trace = MemoryTrace::new();
+    let (report, samples) = std::thread::scope(|scope| {
+        let sampler =
+            scope.spawn(|| trace.sample_until_stopped(&config.workloads, config.heap_in_use));
+        let report = run_traced(config, dir, &trace);
+        trace.stop.store(true, Ordering::Relaxed);
+        (report, sampler.join().unwrap_or_default())
+    });
+    let mut report = report?;
+    // The kernel's high-water mark, or a sample above it: its counters are per thread and
+    // can lag by a little.
+    let sampled = report
+        .results
+        .iter()
+        .filter_map(|r| r.rss_bytes)
+        .chain(samples.iter().map(|s| s.rss_bytes))
+        .max();
+    report.peak_rss_bytes = process_memory().map(|m| m.peak_rss_bytes.max(sampled.unwrap_or(0)));
+    report.within_memory_bound =
+        report.peak_rss_bytes.map(|peak| peak <= report.memory_bound_bytes);
+    report.memory_trace = samples;
+    Ok(report)
+}
+
+/// The run, less the peak and the trace, which `run_in` fills in.
+fn run_traced(
+    config: &EngineBenchConfig,
+    dir: &Path,
+    trace: &MemoryTrace,
+) -> Result<EngineBenchReport, BenchError> {
     let mut db: Option<Db> = None;
     let mut rng = fastrand::Rng::with_seed(config.seed);
     let mut results = Vec::new();
@@ -322,7 +477,7 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
         + 2 * config.read_method_trials as u64 * config.reads;
     let bar = progress_bar(config.progress, total);
     let mut store_file_bytes = 0;
-    for &workload in &config.workloads {
+    for (index, &workload) in config.workloads.iter().enumerate() {
         bar.set_message(workload.name());
         let fresh = matches!(workload, Workload::FillSeq | Workload::FillRandom);
         if fresh || db.is_none() {
@@ -340,6 +495,8 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
         let mut background = None;
         let entry_bytes = (KEY_BYTES + config.value_size) as f64;
         let started = Instant::now();
+        let started_s = started.duration_since(trace.started).as_secs_f64();
+        trace.set_running(Some(index));
         let ops = match workload {
             Workload::FillSeq | Workload::FillRandom | Workload::Overwrite => {
                 let batch_size = 1_000;
@@ -356,12 +513,14 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
                     record(&mut histogram, t);
                     if i % batch_size == batch_size - 1 {
                         bar.inc(batch_size);
+                        trace.note_engine(store);
                     }
                 }
                 config.num
             }
             Workload::ReadRandom => {
-                found = Some(random_reads(store, config, &mut rng, &mut histogram, &bar)?);
+                let trace = Some(trace);
+                found = Some(random_reads(store, config, &mut rng, &mut histogram, &bar, trace)?);
                 config.reads
             }
             Workload::SeekRandom => {
@@ -374,6 +533,7 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
                     hits += u64::from(next.is_some());
                     if i % 1_000 == 999 {
                         bar.inc(1_000);
+                        trace.note_engine(store);
                     }
                 }
                 found = Some(hits);
@@ -389,6 +549,7 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
                     count += 1;
                     if count.is_multiple_of(1_000) {
                         bar.inc(1_000);
+                        trace.note_engine(store);
                     }
                 }
                 found = Some(count);
@@ -430,6 +591,7 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
                         record(&mut histogram, t);
                         if i % 1_000 == 999 {
                             bar.inc(1_000);
+                            trace.note_engine(store);
                         }
                     }
                     stop.store(true, Ordering::Relaxed);
@@ -443,6 +605,7 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
             }
         };
         let seconds = started.elapsed().as_secs_f64();
+        trace.set_running(None);
         let after = store.stats().map_err(engine_error)?;
         let lookups = (after.cache.hits + after.cache.misses)
             .saturating_sub(before.cache.hits + before.cache.misses);
@@ -452,6 +615,7 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
         results.push(WorkloadResult {
             workload,
             ops,
+            started_s,
             seconds,
             ops_per_sec: ops as f64 / seconds,
             mb_per_sec: ops as f64 * entry_bytes / seconds / 1e6,
@@ -474,10 +638,6 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
         trials => Some(compare_read_methods(config, dir, trials, store_file_bytes, &bar)?),
     };
     bar.finish_and_clear();
-    // The kernel's high-water mark, or a sample above it: its counters are per thread and
-    // can lag by a little.
-    let sampled = results.iter().filter_map(|r| r.rss_bytes).max();
-    let peak_rss_bytes = process_memory().map(|m| m.peak_rss_bytes.max(sampled.unwrap_or(0)));
     let memory_bound_bytes = (config.options.cache_size + MEMORY_HEADROOM_BYTES) as u64;
     Ok(EngineBenchReport {
         command: config.command.clone(),
@@ -496,10 +656,11 @@ fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, B
         data_bytes: config.num * (KEY_BYTES + config.value_size) as u64,
         read_method: config.options.read_method.to_string(),
         results,
-        peak_rss_bytes,
+        peak_rss_bytes: None,
         memory_bound_bytes,
-        within_memory_bound: peak_rss_bytes.map(|peak| peak <= memory_bound_bytes),
+        within_memory_bound: None,
         read_methods,
+        memory_trace: Vec::new(),
         store_file_bytes,
     })
 }
@@ -511,6 +672,7 @@ fn random_reads(
     rng: &mut fastrand::Rng,
     histogram: &mut Histogram<u64>,
     bar: &ProgressBar,
+    trace: Option<&MemoryTrace>,
 ) -> Result<u64, BenchError> {
     let mut hits = 0;
     for i in 0..config.reads {
@@ -520,6 +682,9 @@ fn random_reads(
         record(histogram, t);
         if i % 1_000 == 999 {
             bar.inc(1_000);
+            if let Some(trace) = trace {
+                trace.note_engine(store);
+            }
         }
     }
     Ok(hits)
@@ -556,7 +721,7 @@ fn compare_read_methods(
                 .map_err(|e| BenchError::Engine(e.to_string()))?;
             let before = store.stats().map_err(engine_error)?.cache;
             let started = Instant::now();
-            random_reads(&store, config, &mut rng, &mut histogram, bar)?;
+            random_reads(&store, config, &mut rng, &mut histogram, bar, None)?;
             let seconds = started.elapsed().as_secs_f64();
             let after = store.stats().map_err(engine_error)?.cache;
             store.close().map_err(engine_error)?;
@@ -712,6 +877,35 @@ mod tests {
     /// Every workload, tiny, so the bench cannot rot: each completes, counts what it did, and
     /// the reads find what the fills wrote.
     #[test]
+    fn the_trace_records_the_engine_figures_of_the_running_workload() {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = Db::open(dir.path(), Options::default()).expect("open");
+        db.put(b"key", b"value").expect("put");
+        let workloads = [Workload::FillSeq, Workload::ReadRandom];
+        let trace = MemoryTrace::new();
+        trace.stop.store(true, Ordering::Relaxed);
+        trace.set_running(Some(1));
+        trace.note_engine(&db);
+        let samples = trace.sample_until_stopped(&workloads, || Some(7));
+        assert_eq!(samples.len(), 1, "a stopped sampler samples once");
+        let sample = &samples[0];
+        assert_eq!(sample.workload, Some(Workload::ReadRandom));
+        assert_eq!(sample.heap_in_use_bytes, Some(7));
+        let stats = db.stats().expect("stats");
+        assert_eq!(sample.engine_memtable_bytes, Some(stats.memtable_bytes));
+        assert!(stats.memtable_bytes > 0);
+        assert_eq!(sample.engine_cache_bytes, Some(stats.cache_bytes));
+        assert!(sample.rss_bytes > 0);
+        // Between workloads: no workload, and no engine figures from the one before.
+        trace.set_running(None);
+        let samples = trace.sample_until_stopped(&workloads, || None);
+        assert_eq!(samples[0].workload, None);
+        assert_eq!(samples[0].engine_cache_bytes, None);
+        assert_eq!(samples[0].heap_in_use_bytes, None);
+        db.close().expect("close");
+    }
+
+    #[test]
     fn every_workload_runs_on_a_tiny_store() {
         let dir = tempfile::tempdir().expect("dir");
         let mut config = EngineBenchConfig::new(dir.path());
@@ -747,7 +941,14 @@ mod tests {
             .iter()
             .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["latency.svg", "memory.svg", "ops.svg", "read-methods.svg"]);
+        assert_eq!(
+            names,
+            ["latency.svg", "memory-trace.svg", "memory.svg", "ops.svg", "read-methods.svg"]
+        );
+        // The sampler ran from the start to the end, in order.
+        let trace = &report.memory_trace;
+        assert!(!trace.is_empty() && trace.iter().all(|s| s.rss_bytes > 0));
+        assert!(trace.windows(2).all(|pair| pair[0].seconds <= pair[1].seconds));
         for path in &written {
             let svg = std::fs::read_to_string(path).expect("read");
             assert!(svg.starts_with("<svg") && svg.contains("<rect") && !svg.contains("NaN"));

@@ -1,6 +1,7 @@
 //! SVG plots of an engine-benchmark report: ops/s per workload, latency percentiles per
-//! workload, resident memory after each workload against the bound, and the read-method
-//! comparison when it ran.
+//! workload, resident memory after each workload against the bound, memory over time (the
+//! trace: resident, anonymous, the allocator's live bytes and what the engine counts, with the
+//! workloads shaded), and the read-method comparison when it ran.
 //!
 //! Invariants:
 //! - Every plot carries a footer naming the machine, the allocator, the cache budget and the
@@ -14,12 +15,14 @@ use std::path::{Path, PathBuf};
 use super::EngineBenchReport;
 use crate::bars::{render_bars, Bar, BarChart, Group};
 use crate::device::BenchError;
+use crate::lines::{render_lines, Line, LineChart};
 use crate::svg::write_svg;
 
 const MIB: f64 = (1 << 20) as f64;
 
 /// Writes the plots into `dir` (created if missing) and returns their paths, sorted:
-/// `ops.svg`, `latency.svg`, `memory.svg`, and `read-methods.svg` when the comparison ran.
+/// `ops.svg`, `latency.svg`, `memory.svg`, `memory-trace.svg` when memory was sampled, and
+/// `read-methods.svg` when the comparison ran.
 pub fn write_plots(report: &EngineBenchReport, dir: &Path) -> Result<Vec<PathBuf>, BenchError> {
     std::fs::create_dir_all(dir)
         .map_err(|source| BenchError::Output { path: dir.to_path_buf(), source })?;
@@ -97,6 +100,13 @@ pub fn write_plots(report: &EngineBenchReport, dir: &Path) -> Result<Vec<PathBuf
         write_svg(dir, "latency.svg", &render_bars(&latency, &footer))?,
         write_svg(dir, "memory.svg", &render_bars(&memory, &footer))?,
     ];
+    if !report.memory_trace.is_empty() {
+        written.push(write_svg(
+            dir,
+            "memory-trace.svg",
+            &render_lines(&trace_chart(report), &footer),
+        )?);
+    }
     if let Some(methods) = &report.read_methods {
         let trials = methods.trials.iter().map(|t| t.trial + 1).max().unwrap_or(0);
         let pass = |trial: usize, method: &str| {
@@ -140,4 +150,35 @@ pub fn write_plots(report: &EngineBenchReport, dir: &Path) -> Result<Vec<PathBuf
     }
     written.sort();
     Ok(written)
+}
+
+/// Memory over time: what the process holds and what the engine counts, against the bound.
+fn trace_chart(report: &EngineBenchReport) -> LineChart {
+    let trace = &report.memory_trace;
+    let line = |name: &str, value: &dyn Fn(&super::MemorySample) -> Option<f64>| Line {
+        name: name.into(),
+        points: trace.iter().filter_map(|s| Some((s.seconds, value(s)? / MIB))).collect(),
+    };
+    LineChart {
+        title: format!(
+            "tierkv engine: memory over time, cache_size {} MiB, data {:.1}× it",
+            report.cache_size >> 20,
+            report.data_bytes as f64 / report.cache_size.max(1) as f64
+        ),
+        y_label: "MiB".into(),
+        lines: vec![
+            line("resident (VmRSS)", &|s| Some(s.rss_bytes as f64)),
+            line("anonymous (RssAnon)", &|s| s.anon_bytes.map(|b| b as f64)),
+            line("allocator: in use", &|s| s.heap_in_use_bytes.map(|b| b as f64)),
+            line("engine: pages + memtables", &|s| {
+                Some((s.engine_cache_bytes? + s.engine_memtable_bytes?) as f64)
+            }),
+        ],
+        bound: Some((report.memory_bound_bytes as f64 / MIB, "bound: cache_size + 64 MiB".into())),
+        shades: report
+            .results
+            .iter()
+            .map(|r| (r.started_s, r.started_s + r.seconds, r.workload.name().into()))
+            .collect(),
+    }
 }

@@ -211,11 +211,16 @@ fn threads_sharing_the_cache_keep_its_accounting_exact() {
 }
 
 #[test]
-fn an_allocation_costs_its_header_and_rounding() {
+fn an_allocation_costs_its_header_rounding_and_size_class() {
     assert_eq!(allocation_bytes(0), 0);
     assert_eq!(allocation_bytes(1), 32);
     assert_eq!(allocation_bytes(24), 32);
     assert_eq!(allocation_bytes(25), 48);
     assert_eq!(allocation_bytes(100), 112);
+    assert_eq!(allocation_bytes(129), 160);
+    assert_eq!(allocation_bytes(4096), 4112);
+    assert_eq!(allocation_bytes(4097), 5120);
+    assert_eq!(allocation_bytes(4500), 5120);
     assert_eq!(allocation_bytes(8192), 8208);
+    assert_eq!(allocation_bytes(8193), 10240);
 }

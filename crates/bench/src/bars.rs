@@ -71,6 +71,14 @@ impl Axis {
             }
             return Axis::Log { lo, hi };
         }
+        Axis::linear(hi)
+    }
+
+    /// A linear axis from 0 past `hi`, in about five nice steps.
+    pub(crate) fn linear(hi: f64) -> Axis {
+        if !plottable(hi) {
+            return Axis::Linear { max: 1.0, step: 0.2 };
+        }
         let step = nice_step(hi / 5.0);
         Axis::Linear { max: (hi / step).ceil().max(1.0) * step, step }
     }

@@ -7,7 +7,7 @@
 //!   a series with fewer than 2 plottable points draws its points but no line.
 //! - Only finite x and positive finite y are drawn; nothing is drawn at a made-up height.
 //! - Shades (`LineChart::shades`) mark spans of x, such as the workload that ran then, in light
-//!   grey bands labelled along the top, under the lines.
+//!   grey bands under the lines, labelled along the top where the label fits its band.
 //!
 //! Must never: panic on a degenerate chart (no series, one point, equal values, zeros).
 
@@ -55,15 +55,10 @@ pub(crate) fn render_lines(chart: &LineChart, footer: &str) -> String {
     // Headroom above the bound, so a line at the bound does not run along the frame.
     let values = lines.iter().flat_map(|(_, points)| points.iter().map(|p| p.1));
     let bound_value = chart.bound.as_ref().map(|(value, _)| *value).filter(|v| plottable(*v));
-    let y_axis = Axis::for_values(values.chain(bound_value.map(|b| b * 1.2)));
-    // These figures never span decades; a log axis here would only hide the bound.
-    let y_axis = match y_axis {
-        Axis::Log { hi, .. } => {
-            let max = 10f64.powi(hi);
-            Axis::Linear { max, step: nice_step(max / 5.0) }
-        }
-        linear => linear,
-    };
+    // Linear: these figures never span decades, and a log axis would hide the bound.
+    let hi =
+        values.chain(bound_value.map(|b| b * 1.2)).filter(|v| plottable(*v)).fold(0.0, f64::max);
+    let y_axis = Axis::linear(hi);
     let mut svg = String::new();
     svg_start(&mut svg, &chart.title);
     let x_of = |x: f64| PLOT_LEFT_PX + x.clamp(0.0, x_max) / x_max * (PLOT_RIGHT_PX - PLOT_LEFT_PX);
@@ -80,7 +75,18 @@ pub(crate) fn render_lines(chart: &LineChart, footer: &str) -> String {
             right - left,
             PLOT_BOTTOM_PX - PLOT_TOP_PX
         );
-        text(&mut svg, (left + right) / 2.0, PLOT_TOP_PX + 14.0, 10, "middle", "#555555", label);
+        // A label wider than its band would run into the next one's.
+        if right - left >= 6.0 * label.chars().count() as f64 {
+            text(
+                &mut svg,
+                (left + right) / 2.0,
+                PLOT_TOP_PX + 14.0,
+                10,
+                "middle",
+                "#555555",
+                label,
+            );
+        }
     }
     y_grid(&mut svg, &y_axis);
     let x_step = nice_step(x_max / 8.0);

@@ -115,6 +115,10 @@ struct EngineArgs {
     durability: String,
     #[command(flatten)]
     engine: kv::EngineArgs,
+    /// Run nothing: read this report (a `--json` file of an earlier run) and print its table
+    /// and write its plots again.
+    #[arg(long, value_name = "JSON")]
+    from_json: Option<PathBuf>,
     /// After the workloads, reopen the store with the syscall and the mmap read method in
     /// turn, this many times each, and time random lookups on a cold engine cache.
     #[arg(long, default_value_t = 0)]
@@ -388,7 +392,15 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
     config.heap_in_use = allocator::in_use_bytes;
     config.allocator = ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into());
     config.command = std::env::args().collect::<Vec<_>>().join(" ");
-    let report = engine_bench::run(&config).map_err(|e| e.to_string())?;
+    let report = match &args.from_json {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not an engine report: {e}", file.display()))?
+        }
+        None => engine_bench::run(&config).map_err(|e| e.to_string())?,
+    };
     print!("{}", engine_bench::table(&report));
     if let Some(json) = &args.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;

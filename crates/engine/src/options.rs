@@ -15,6 +15,12 @@ pub struct Options {
     /// The memory budget of the store's data, in bytes: the memtables (up to twice
     /// `write_buffer_size`) and the page cache of decoded pages (the rest), both counted as
     /// the allocations they make. Default 256 MiB.
+    ///
+    /// What the process holds besides depends on its allocator: with glibc's malloc and
+    /// several arenas, memory freed in one thread's arena is not reused by another's, and
+    /// the process can hold far more. jemalloc with one arena (the `tierkv` binary's), or
+    /// glibc limited to one (`MALLOC_ARENA_MAX=1`), kept resident memory within
+    /// `cache_size` + 64 MiB in `results/engine/`.
     pub cache_size: usize,
     /// A checkpoint starts once the memtable holds this many bytes; writers wait while the
     /// memtables (the one taking writes, and the one a checkpoint is writing back) hold

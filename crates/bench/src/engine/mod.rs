@@ -174,7 +174,8 @@ pub struct WorkloadResult {
     pub workload: Workload,
     /// Operations completed.
     pub ops: u64,
-    /// When it began, seconds since the first workload began.
+    /// When it began, seconds since the run began (0 in reports older than the field).
+    #[serde(default)]
     pub started_s: f64,
     /// Seconds they took.
     pub seconds: f64,
@@ -395,7 +396,8 @@ pub struct EngineBenchReport {
     pub within_memory_bound: Option<bool>,
     /// The read-method comparison, when it ran.
     pub read_methods: Option<ReadMethodsReport>,
-    /// Memory sampled through the workloads (every 100 ms).
+    /// Memory sampled through the run (every 50 ms; empty in reports older than the field).
+    #[serde(default)]
     pub memory_trace: Vec<MemorySample>,
     /// Bytes of the store's block files at the end.
     pub store_file_bytes: u64,

@@ -92,6 +92,20 @@ enum Bench {
     Engine(Box<EngineArgs>),
 }
 
+/// Where every benchmark writes its report, besides the table on stdout.
+#[derive(Args)]
+struct ReportArgs {
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write SVG plots into this directory.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
 #[derive(Args)]
 struct EngineArgs {
     /// Directory under which the store is made (default: the system's temporary directory).
@@ -123,15 +137,8 @@ struct EngineArgs {
     /// turn, this many times each, and time random lookups on a cold engine cache.
     #[arg(long, default_value_t = 0)]
     compare_read_methods: usize,
-    /// Write the report as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write SVG plots into this directory.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 #[derive(Args)]
@@ -192,15 +199,8 @@ struct BlocksArgs {
     /// Seed of every random choice.
     #[arg(long, default_value_t = blocks_bench::DEFAULT_SEED)]
     seed: u64,
-    /// Write the report as JSON.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write SVG plots into this directory.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 #[derive(Args)]
@@ -233,15 +233,8 @@ struct WalArgs {
     /// Do not run the peers (RocksDB's db_bench, SQLite).
     #[arg(long)]
     no_peers: bool,
-    /// Write the report as JSON.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write SVG plots into this directory.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    report: ReportArgs,
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -300,21 +293,14 @@ struct DeviceArgs {
     /// Seed of the random offsets.
     #[arg(long, default_value_t = device::DEFAULT_SEED)]
     seed: u64,
-    /// Write the report as JSON.
-    #[arg(long)]
-    json: Option<PathBuf>,
+    #[command(flatten)]
+    report: ReportArgs,
     /// Write one CSV row per point.
     #[arg(long)]
     csv: Option<PathBuf>,
-    /// Write SVG plots into this directory.
-    #[arg(long)]
-    plot: Option<PathBuf>,
     /// Keep the measurement file (removed by default if this run created it).
     #[arg(long)]
     keep_file: bool,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
 }
 
 fn main() -> ExitCode {
@@ -387,7 +373,7 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
         other => return Err(format!("--durability must be sync, buffered or none, not {other:?}")),
     };
     config.options = args.engine.apply(config.options);
-    config.progress = !args.quiet;
+    config.progress = !args.report.quiet;
     config.read_method_trials = args.compare_read_methods;
     config.heap_in_use = allocator::in_use_bytes;
     config.allocator = ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into());
@@ -402,11 +388,11 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
         None => engine_bench::run(&config).map_err(|e| e.to_string())?,
     };
     print!("{}", engine_bench::table(&report));
-    if let Some(json) = &args.json {
+    if let Some(json) = &args.report.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
     }
-    if let Some(dir) = &args.plot {
+    if let Some(dir) = &args.report.plot {
         for path in engine_bench::write_plots(&report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", path.display());
         }
@@ -435,7 +421,7 @@ fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {
     config.fio_repeats = args.fio_repeats;
     config.seed = args.seed;
     config.keep_file = args.keep_file;
-    config.progress = !args.quiet;
+    config.progress = !args.report.quiet;
     config.command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = device::run(&config).map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
@@ -463,13 +449,13 @@ fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {
     for (spec, reason) in &report.skipped {
         println!("skipped {spec}: {reason}");
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.report.json {
         device::write_json(&report, path).map_err(|e| e.to_string())?;
     }
     if let Some(path) = &args.csv {
         device::output::write_csv(&report, path).map_err(|e| e.to_string())?;
     }
-    if let Some(dir) = &args.plot {
+    if let Some(dir) = &args.report.plot {
         let plots = device::plot::write_plots(&report, dir).map_err(|e| e.to_string())?;
         for plot in plots {
             println!("plot: {}", plot.display());
@@ -494,15 +480,15 @@ fn bench_wal(args: WalArgs) -> Result<ExitCode, String> {
     config.segment_bytes = args.segment_size;
     config.limit_trials = args.limit_trials;
     config.peers = !args.no_peers;
-    config.progress = !args.quiet;
+    config.progress = !args.report.quiet;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = wal_bench::run(&config, &command).map_err(|e| e.to_string())?;
     wal_bench::output::print_table(&report, &mut std::io::stdout().lock())
         .map_err(|e| e.to_string())?;
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.report.json {
         wal_bench::write_json(&report, path).map_err(|e| e.to_string())?;
     }
-    if let Some(dir) = &args.plot {
+    if let Some(dir) = &args.report.plot {
         for plot in wal_bench::plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", plot.display());
         }
@@ -543,15 +529,15 @@ fn bench_blocks(args: BlocksArgs) -> Result<ExitCode, String> {
         .then(|| Duration::from_secs_f64(args.overwrite_minutes * 60.0));
     config.overwrite_page_bytes = to_usize(args.overwrite_page_size)?;
     config.seed = args.seed;
-    config.progress = !args.quiet;
+    config.progress = !args.report.quiet;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = blocks_bench::run(&config, &command).map_err(|e| e.to_string())?;
     blocks_bench::output::print_table(&report, &mut std::io::stdout().lock())
         .map_err(|e| e.to_string())?;
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.report.json {
         blocks_bench::write_json(&report, path).map_err(|e| e.to_string())?;
     }
-    if let Some(dir) = &args.plot {
+    if let Some(dir) = &args.report.plot {
         for plot in blocks_bench::plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", plot.display());
         }

@@ -8,6 +8,8 @@
 //! - `blocks`: the block benchmark (`tierkv bench blocks`): seed 003's 64-block write latency
 //!   and bandwidth tables (sync, 64 writes + one fdatasync, one atomic group), and a page-update
 //!   workload comparing the log store's atomic groups with the doublewrite baseline.
+//! - `engine`: db_bench's workloads on the engine (`tierkv bench engine`).
+//! - `ycsb`: YCSB's core workloads A–F; so far their definitions and request generators.
 //!
 //! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
 //! benchmark also runs as a test with tiny parameters, so it cannot rot.
@@ -24,3 +26,4 @@ mod lines;
 mod summary;
 mod svg;
 pub mod wal;
+pub mod ycsb;

@@ -90,6 +90,36 @@ enum Bench {
     /// The engine: db_bench's workloads (fillseq, fillrandom, readrandom, readseq,
     /// seekrandom, overwrite, readwhilewriting) on a store in a temporary directory.
     Engine(Box<EngineArgs>),
+    /// YCSB's core workloads A–F on tierkv: a load phase, then each workload's run phase,
+    /// with latency percentiles per operation type. The peer engines come with issue 7.
+    Ycsb(Box<YcsbArgs>),
+}
+
+#[derive(Args)]
+struct YcsbArgs {
+    /// Directory under which the store is made (default: the system's temporary directory).
+    #[arg(long)]
+    path: Option<PathBuf>,
+    /// Records loaded (10 fields of 100 bytes each).
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Requests per workload.
+    #[arg(long, default_value_t = 100_000)]
+    operations: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Workloads in order, comma-separated letters (a … f).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,d,e")]
+    workloads: Vec<String>,
+    /// Durability of every write: sync, buffered or none.
+    #[arg(long, default_value = "sync")]
+    durability: String,
+    #[command(flatten)]
+    engine: kv::EngineArgs,
+    /// Write the phases as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 /// Where every benchmark writes its report, besides the table on stdout.
@@ -322,6 +352,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Bench { bench: Bench::Wal(args) } => bench_wal(*args),
         Command::Bench { bench: Bench::Blocks(args) } => bench_blocks(*args),
         Command::Bench { bench: Bench::Engine(args) } => bench_engine(*args),
+        Command::Bench { bench: Bench::Ycsb(args) } => bench_ycsb(*args),
         Command::Kv(command) => kv::run(command),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
@@ -366,12 +397,7 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
         [all] if all == "all" => Workload::ALL.to_vec(),
         names => names.iter().map(|name| name.parse()).collect::<Result<_, _>>()?,
     };
-    config.durability = match args.durability.as_str() {
-        "sync" => Durability::Sync,
-        "buffered" => Durability::Buffered,
-        "none" => Durability::None,
-        other => return Err(format!("--durability must be sync, buffered or none, not {other:?}")),
-    };
+    config.durability = parse_durability(&args.durability)?;
     config.options = args.engine.apply(config.options);
     config.progress = !args.report.quiet;
     config.read_method_trials = args.compare_read_methods;
@@ -396,6 +422,68 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
         for path in engine_bench::write_plots(&report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", path.display());
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
+    use tierkv_bench::ycsb::{driver, WorkloadSpec};
+    let workloads = args
+        .workloads
+        .iter()
+        .map(|name| {
+            WorkloadSpec::core(name)
+                .ok_or_else(|| format!("unknown workload {name:?}; expected a letter from a to f"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let durability = parse_durability(&args.durability)?;
+    let parent = args.path.unwrap_or_else(std::env::temp_dir);
+    let dir = parent.join(format!("tierkv-ycsb-{}", std::process::id()));
+    if dir.exists() {
+        return Err(format!("{} already exists", dir.display()));
+    }
+    let options = args.engine.apply(tierkv::Options::default());
+    let config = driver::YcsbConfig {
+        records: args.records,
+        operations: args.operations,
+        threads: args.threads,
+        workloads,
+        seed: 0x5eed_ca5e,
+    };
+    let result = (|| {
+        let db = tierkv::Db::open(&dir, options).map_err(|e| e.to_string())?;
+        let store = driver::TierkvStore { db, durability };
+        let phases = driver::run_all(&store, &config);
+        store.db.close().map_err(|e| e.to_string())?;
+        phases
+    })();
+    // Scratch files go whatever happened.
+    let _ = std::fs::remove_dir_all(&dir);
+    let phases = result?;
+    println!(
+        "tierkv, YCSB: {} records of 10 × 100 bytes, {} requests per workload, {} thread(s), \
+         durability {}, allocator {}",
+        config.records,
+        config.operations,
+        config.threads,
+        args.durability,
+        ALLOCATOR.get().map_or("unknown", String::as_str)
+    );
+    print!("{}", driver::table(&phases));
+    if let Some(json) = &args.json {
+        let report = serde_json::json!({
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "machine": tierkv_io::machine::machine_info(),
+            "engine": "tierkv",
+            "records": config.records,
+            "operations": config.operations,
+            "threads": config.threads,
+            "durability": args.durability,
+            "allocator": ALLOCATOR.get(),
+            "phases": phases,
+        });
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

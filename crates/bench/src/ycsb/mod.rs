@@ -22,6 +22,7 @@
 //!
 //! Must never: request a key number that has not been inserted.
 
+pub mod driver;
 pub mod generator;
 
 use generator::{ScrambledZipfian, SkewedLatest};

@@ -52,10 +52,10 @@ pub(crate) fn render_lines(chart: &LineChart, footer: &str) -> String {
         .flat_map(|(_, points)| points.iter().map(|p| p.0))
         .chain(chart.shades.iter().map(|shade| shade.1).filter(|x| x.is_finite()))
         .fold(1.0f64, f64::max);
-    // Headroom above the bound, so a line at the bound does not run along the frame.
     let values = lines.iter().flat_map(|(_, points)| points.iter().map(|p| p.1));
     let bound_value = chart.bound.as_ref().map(|(value, _)| *value).filter(|v| plottable(*v));
-    // Linear: these figures never span decades, and a log axis would hide the bound.
+    // Linear: these figures never span decades, and a log axis would hide the bound. The
+    // bound gets headroom, so a line at it does not run along the frame.
     let hi =
         values.chain(bound_value.map(|b| b * 1.2)).filter(|v| plottable(*v)).fold(0.0, f64::max);
     let y_axis = Axis::linear(hi);

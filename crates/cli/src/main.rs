@@ -90,8 +90,9 @@ enum Bench {
     /// The engine: db_bench's workloads (fillseq, fillrandom, readrandom, readseq,
     /// seekrandom, overwrite, readwhilewriting) on a store in a temporary directory.
     Engine(Box<EngineArgs>),
-    /// YCSB's core workloads A–F on tierkv: a load phase, then each workload's run phase,
-    /// with latency percentiles per operation type. The peer engines come with issue 7.
+    /// YCSB's core workloads A–F: a load phase, then each workload's run phase, with latency
+    /// percentiles per operation type, on tierkv and (built with `--features rust-peers`)
+    /// redb and fjall, side by side.
     Ycsb(Box<YcsbArgs>),
 }
 
@@ -115,6 +116,10 @@ struct YcsbArgs {
     /// Durability of every write: sync, buffered or none.
     #[arg(long, default_value = "sync")]
     durability: String,
+    /// Engines, comma-separated: tierkv, redb, fjall (the last two need the `rust-peers`
+    /// feature), or `all` for every one built in. Each gets the same cache (`--cache-mib`).
+    #[arg(long, value_delimiter = ',', default_value = "tierkv")]
+    engines: Vec<String>,
     #[command(flatten)]
     engine: kv::EngineArgs,
     /// Write the phases as JSON to this file.
@@ -450,42 +455,102 @@ fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         workloads,
         seed: 0x5eed_ca5e,
     };
-    let result = (|| {
-        let db = tierkv::Db::open(&dir, options).map_err(|e| e.to_string())?;
-        let store = driver::TierkvStore { db, durability };
-        let phases = driver::run_all(&store, &config);
-        store.db.close().map_err(|e| e.to_string())?;
-        phases
-    })();
-    // Scratch files go whatever happened.
+    let engines: Vec<String> = match args.engines.as_slice() {
+        [all] if all == "all" => YCSB_ENGINES.iter().map(|e| e.to_string()).collect(),
+        names => names.to_vec(),
+    };
+    let cache_bytes = options.cache_size;
+    let mut runs: Vec<(String, Vec<driver::PhaseResult>)> = Vec::new();
+    for engine in &engines {
+        let dir = dir.join(engine);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let result = ycsb_engine(engine, &dir, &options, cache_bytes, durability, &config);
+        // Scratch files go whatever happened.
+        let _ = std::fs::remove_dir_all(&dir);
+        runs.push((engine.clone(), result?));
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    let phases = result?;
     println!(
-        "tierkv, YCSB: {} records of 10 × 100 bytes, {} requests per workload, {} thread(s), \
-         durability {}, allocator {}",
+        "YCSB: {} records of 10 × 100 bytes, {} requests per workload, {} thread(s), \
+         durability {}, cache {} MiB each, allocator {}",
         config.records,
         config.operations,
         config.threads,
         args.durability,
+        cache_bytes >> 20,
         ALLOCATOR.get().map_or("unknown", String::as_str)
     );
-    print!("{}", driver::table(&phases));
+    for (engine, phases) in &runs {
+        println!("\n{engine}");
+        print!("{}", driver::table(phases));
+    }
+    if runs.len() > 1 {
+        println!("\nops/s; the last row is tierkv ÷ the best peer");
+        print!("{}", driver::comparison(&runs));
+    }
     if let Some(json) = &args.json {
         let report = serde_json::json!({
             "command": std::env::args().collect::<Vec<_>>().join(" "),
             "machine": tierkv_io::machine::machine_info(),
-            "engine": "tierkv",
             "records": config.records,
             "operations": config.operations,
             "threads": config.threads,
             "durability": args.durability,
+            "cache_bytes": cache_bytes,
             "allocator": ALLOCATOR.get(),
-            "phases": phases,
+            "engines": runs.iter().map(|(engine, phases)| serde_json::json!({
+                "engine": engine,
+                "phases": phases,
+            })).collect::<Vec<_>>(),
         });
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The engines `tierkv bench ycsb` can run in this build.
+#[cfg(feature = "rust-peers")]
+const YCSB_ENGINES: &[&str] = &["tierkv", "redb", "fjall"];
+#[cfg(not(feature = "rust-peers"))]
+const YCSB_ENGINES: &[&str] = &["tierkv"];
+
+/// Runs the YCSB phases on `engine`, made in `dir`; the peers get `cache_bytes` of cache.
+#[cfg_attr(not(feature = "rust-peers"), allow(unused_variables))]
+fn ycsb_engine(
+    engine: &str,
+    dir: &std::path::Path,
+    options: &tierkv::Options,
+    cache_bytes: usize,
+    durability: Durability,
+    config: &tierkv_bench::ycsb::driver::YcsbConfig,
+) -> Result<Vec<tierkv_bench::ycsb::driver::PhaseResult>, String> {
+    use tierkv_bench::ycsb::driver;
+    match engine {
+        "tierkv" => {
+            let db = tierkv::Db::open(dir, options.clone()).map_err(|e| e.to_string())?;
+            let store = driver::TierkvStore { db, durability };
+            let phases = driver::run_all(&store, config);
+            store.db.close().map_err(|e| e.to_string())?;
+            phases
+        }
+        #[cfg(feature = "rust-peers")]
+        "redb" => {
+            use tierkv_bench::ycsb::peers::RedbStore;
+            let store = RedbStore::create(&dir.join("ycsb.redb"), cache_bytes, durability)?;
+            driver::run_all(&store, config)
+        }
+        #[cfg(feature = "rust-peers")]
+        "fjall" => {
+            use tierkv_bench::ycsb::peers::FjallStore;
+            driver::run_all(&FjallStore::open(dir, cache_bytes, durability)?, config)
+        }
+        other => Err(format!(
+            "engine {other:?} is not in this build; it has {} (redb and fjall need \
+             `cargo build --release -p tierkv-cli --features rust-peers`)",
+            YCSB_ENGINES.join(", ")
+        )),
+    }
 }
 
 fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {

@@ -372,6 +372,50 @@ pub fn table(phases: &[PhaseResult]) -> String {
     out
 }
 
+/// Ops/s of each engine's run phases, side by side, with tierkv's ratio to the best peer
+/// in each column (when tierkv and a peer both ran).
+pub fn comparison(runs: &[(String, Vec<PhaseResult>)]) -> String {
+    use std::fmt::Write as _;
+    let phases: Vec<String> = runs
+        .first()
+        .map(|(_, phases)| phases.iter().map(|p| p.phase.clone()).collect())
+        .unwrap_or_default();
+    let rate = |phases: &[PhaseResult], name: &str| {
+        phases.iter().find(|p| p.phase == name).map(|p| p.ops_per_sec)
+    };
+    let mut out = format!("{:<10}", "engine");
+    for phase in &phases {
+        let _ = write!(out, " {phase:>10}");
+    }
+    out.push('\n');
+    for (engine, results) in runs {
+        let _ = write!(out, "{engine:<10}");
+        for phase in &phases {
+            let cell = rate(results, phase).map_or("-".into(), |r| format!("{r:.0}"));
+            let _ = write!(out, " {cell:>10}");
+        }
+        out.push('\n');
+    }
+    let ours = runs.iter().find(|(engine, _)| engine == "tierkv");
+    if let Some((_, ours)) = ours.filter(|_| runs.len() > 1) {
+        let _ = write!(out, "{:<10}", "ratio");
+        for phase in &phases {
+            let best = runs
+                .iter()
+                .filter(|(engine, _)| engine != "tierkv")
+                .filter_map(|(_, results)| rate(results, phase))
+                .fold(None, |best: Option<f64>, r| Some(best.map_or(r, |b| b.max(r))));
+            let cell = match (rate(ours, phase), best) {
+                (Some(ours), Some(best)) if best > 0.0 => format!("{:.2}", ours / best),
+                _ => "-".into(),
+            };
+            let _ = write!(out, " {cell:>10}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +454,30 @@ mod tests {
         assert!(store.read(key_name(inserted - 1).as_bytes()).expect("read").is_some());
         assert_eq!(store.scan(b"", usize::MAX).expect("scan") as u64, inserted);
         store.db.close().expect("close");
+    }
+
+    #[test]
+    fn the_comparison_sets_tierkv_beside_the_best_peer() {
+        let phase = |name: &str, ops_per_sec: f64| PhaseResult {
+            phase: name.into(),
+            operations: 1,
+            seconds: 1.0,
+            ops_per_sec,
+            not_found: 0,
+            per_operation: Vec::new(),
+        };
+        let runs = vec![
+            ("tierkv".to_string(), vec![phase("a", 300.0), phase("c", 100.0)]),
+            ("redb".to_string(), vec![phase("a", 100.0), phase("c", 400.0)]),
+            ("fjall".to_string(), vec![phase("a", 150.0)]),
+        ];
+        let text = comparison(&runs);
+        let ratio = text.lines().find(|l| l.starts_with("ratio")).expect("ratio row");
+        // a: 300 against fjall's 150; c: 100 against redb's 400.
+        assert_eq!(ratio.split_whitespace().collect::<Vec<_>>(), ["ratio", "2.00", "0.25"]);
+        assert!(text.lines().any(|l| l.starts_with("fjall") && l.trim_end().ends_with('-')));
+        // One engine alone: no ratio row.
+        assert!(!comparison(&runs[..1]).contains("ratio"));
     }
 
     #[test]

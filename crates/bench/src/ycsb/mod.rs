@@ -24,6 +24,8 @@
 
 pub mod driver;
 pub mod generator;
+#[cfg(feature = "rust-peers")]
+pub mod peers;
 
 use generator::{ScrambledZipfian, SkewedLatest};
 use serde::{Deserialize, Serialize};

@@ -459,15 +459,14 @@ fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         [all] if all == "all" => YCSB_ENGINES.iter().map(|e| e.to_string()).collect(),
         names => names.to_vec(),
     };
-    let cache_bytes = options.cache_size;
-    let mut runs: Vec<(String, Vec<driver::PhaseResult>)> = Vec::new();
+    let mut runs: Vec<driver::EngineRun> = Vec::new();
     for engine in &engines {
         let dir = dir.join(engine);
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        let result = ycsb_engine(engine, &dir, &options, cache_bytes, durability, &config);
+        let result = ycsb_engine(engine, &dir, &options, durability, &config);
         // Scratch files go whatever happened.
         let _ = std::fs::remove_dir_all(&dir);
-        runs.push((engine.clone(), result?));
+        runs.push(driver::EngineRun { engine: engine.clone(), phases: result? });
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
@@ -477,32 +476,29 @@ fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         config.operations,
         config.threads,
         args.durability,
-        cache_bytes >> 20,
+        options.cache_size >> 20,
         ALLOCATOR.get().map_or("unknown", String::as_str)
     );
-    for (engine, phases) in &runs {
-        println!("\n{engine}");
-        print!("{}", driver::table(phases));
+    for run in &runs {
+        println!("\n{}", run.engine);
+        print!("{}", driver::table(&run.phases));
     }
     if runs.len() > 1 {
         println!("\nops/s; the last row is tierkv ÷ the best peer");
         print!("{}", driver::comparison(&runs));
     }
     if let Some(json) = &args.json {
-        let report = serde_json::json!({
-            "command": std::env::args().collect::<Vec<_>>().join(" "),
-            "machine": tierkv_io::machine::machine_info(),
-            "records": config.records,
-            "operations": config.operations,
-            "threads": config.threads,
-            "durability": args.durability,
-            "cache_bytes": cache_bytes,
-            "allocator": ALLOCATOR.get(),
-            "engines": runs.iter().map(|(engine, phases)| serde_json::json!({
-                "engine": engine,
-                "phases": phases,
-            })).collect::<Vec<_>>(),
-        });
+        let report = driver::YcsbReport {
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            machine: tierkv_io::machine::machine_info().into(),
+            records: config.records,
+            operations: config.operations,
+            threads: config.threads,
+            durability: args.durability.clone(),
+            cache_bytes: options.cache_size,
+            allocator: ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into()),
+            engines: runs,
+        };
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
     }
@@ -515,13 +511,12 @@ const YCSB_ENGINES: &[&str] = &["tierkv", "redb", "fjall"];
 #[cfg(not(feature = "rust-peers"))]
 const YCSB_ENGINES: &[&str] = &["tierkv"];
 
-/// Runs the YCSB phases on `engine`, made in `dir`; the peers get `cache_bytes` of cache.
-#[cfg_attr(not(feature = "rust-peers"), allow(unused_variables))]
+/// Runs the YCSB phases on `engine`, made in `dir`; the peers get tierkv's `cache_size` as
+/// their cache.
 fn ycsb_engine(
     engine: &str,
     dir: &std::path::Path,
     options: &tierkv::Options,
-    cache_bytes: usize,
     durability: Durability,
     config: &tierkv_bench::ycsb::driver::YcsbConfig,
 ) -> Result<Vec<tierkv_bench::ycsb::driver::PhaseResult>, String> {
@@ -537,13 +532,14 @@ fn ycsb_engine(
         #[cfg(feature = "rust-peers")]
         "redb" => {
             use tierkv_bench::ycsb::peers::RedbStore;
-            let store = RedbStore::create(&dir.join("ycsb.redb"), cache_bytes, durability)?;
+            let path = dir.join("ycsb.redb");
+            let store = RedbStore::create(&path, options.cache_size, durability)?;
             driver::run_all(&store, config)
         }
         #[cfg(feature = "rust-peers")]
         "fjall" => {
             use tierkv_bench::ycsb::peers::FjallStore;
-            driver::run_all(&FjallStore::open(dir, cache_bytes, durability)?, config)
+            driver::run_all(&FjallStore::open(dir, options.cache_size, durability)?, config)
         }
         other => Err(format!(
             "engine {other:?} is not in this build; it has {} (redb and fjall need \

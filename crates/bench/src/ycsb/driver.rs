@@ -172,36 +172,43 @@ fn record(number: u64, seed: u64, version: u64) -> Vec<u8> {
     value
 }
 
+/// Runs `work(thread)` on `threads` scoped threads at once and returns their results in
+/// thread order, or the first error (a thread that panicked is one).
+fn on_threads<T: Send>(
+    threads: u64,
+    work: impl Fn(u64) -> Result<T, String> + Sync,
+) -> Result<Vec<T>, String> {
+    std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> =
+            (0..threads).map(|thread| scope.spawn(move || work(thread))).collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+            .collect()
+    })
+}
+
 /// Loads `config.records` records.
 pub fn load(store: &dyn Store, config: &YcsbConfig) -> Result<PhaseResult, String> {
     let threads = config.threads.max(1) as u64;
     let started = Instant::now();
-    let results: Vec<Result<Histogram<u64>, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|thread| {
-                scope.spawn(move || {
-                    let mut histogram = new_histogram()?;
-                    let mut number = thread;
-                    while number < config.records {
-                        let value = record(number, config.seed, 0);
-                        let t = Instant::now();
-                        store.write(key_name(number).as_bytes(), &value)?;
-                        histogram.saturating_record(t.elapsed().as_nanos() as u64);
-                        number += threads;
-                    }
-                    Ok(histogram)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
-            .collect()
-    });
+    let results = on_threads(threads, |thread| {
+        let mut histogram = new_histogram()?;
+        let mut number = thread;
+        while number < config.records {
+            let value = record(number, config.seed, 0);
+            let t = Instant::now();
+            store.write(key_name(number).as_bytes(), &value)?;
+            histogram.saturating_record(t.elapsed().as_nanos() as u64);
+            number += threads;
+        }
+        Ok(histogram)
+    })?;
     let seconds = started.elapsed().as_secs_f64();
     let mut inserts = new_histogram()?;
     for histogram in results {
-        inserts.add(histogram?).map_err(|e| e.to_string())?;
+        inserts.add(histogram).map_err(|e| e.to_string())?;
     }
     let mut per_operation: Vec<Option<Histogram<u64>>> = vec![None; OPERATION_NAMES.len()];
     per_operation[2] = Some(inserts);
@@ -251,70 +258,56 @@ pub fn run_workload(
     let next_insert = AtomicU64::new(inserted);
     let acknowledged = Acknowledged::new(inserted);
     let started = Instant::now();
-    type ThreadResult = Result<(Vec<Histogram<u64>>, u64), String>;
-    let results: Vec<ThreadResult> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|thread| {
-                let (next_insert, acknowledged) = (&next_insert, &acknowledged);
-                scope.spawn(move || -> ThreadResult {
-                    let operations = config.operations / threads
-                        + u64::from(thread < config.operations % threads);
-                    let seed = config.seed ^ (thread + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                    let mut requests = Requests::new(spec, inserted, config.operations, seed);
-                    let mut histograms = (0..OPERATION_NAMES.len())
-                        .map(|_| new_histogram())
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let mut not_found = 0u64;
-                    for op in 0..operations {
-                        let request = requests.next(acknowledged.get());
-                        let t = Instant::now();
-                        match request.operation {
-                            Operation::Read => {
-                                let key = key_name(request.key);
-                                not_found += u64::from(store.read(key.as_bytes())?.is_none());
-                            }
-                            Operation::Update { field } | Operation::ReadModifyWrite { field } => {
-                                let key = key_name(request.key);
-                                let Some(mut value) = store.read(key.as_bytes())? else {
-                                    not_found += 1;
-                                    continue;
-                                };
-                                let fresh = record(request.key, config.seed, op + 1);
-                                let range = field * FIELD_BYTES..(field + 1) * FIELD_BYTES;
-                                if value.len() >= range.end {
-                                    value[range.clone()].copy_from_slice(&fresh[range]);
-                                }
-                                store.write(key.as_bytes(), &value)?;
-                            }
-                            Operation::Insert => {
-                                let number = next_insert.fetch_add(1, Ordering::AcqRel);
-                                let value = record(number, config.seed, 0);
-                                store.write(key_name(number).as_bytes(), &value)?;
-                                acknowledged.done(number);
-                            }
-                            Operation::Scan { length } => {
-                                let key = key_name(request.key);
-                                store.scan(key.as_bytes(), length as usize)?;
-                            }
-                        }
-                        histograms[operation_index(request.operation)]
-                            .saturating_record(t.elapsed().as_nanos() as u64);
+    let results = on_threads(threads, |thread| {
+        let operations =
+            config.operations / threads + u64::from(thread < config.operations % threads);
+        let seed = config.seed ^ (thread + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut requests = Requests::new(spec, inserted, config.operations, seed);
+        let mut histograms =
+            (0..OPERATION_NAMES.len()).map(|_| new_histogram()).collect::<Result<Vec<_>, _>>()?;
+        let mut not_found = 0u64;
+        for op in 0..operations {
+            let request = requests.next(acknowledged.get());
+            let t = Instant::now();
+            match request.operation {
+                Operation::Read => {
+                    let key = key_name(request.key);
+                    not_found += u64::from(store.read(key.as_bytes())?.is_none());
+                }
+                Operation::Update { field } | Operation::ReadModifyWrite { field } => {
+                    let key = key_name(request.key);
+                    let Some(mut value) = store.read(key.as_bytes())? else {
+                        not_found += 1;
+                        continue;
+                    };
+                    let fresh = record(request.key, config.seed, op + 1);
+                    let range = field * FIELD_BYTES..(field + 1) * FIELD_BYTES;
+                    if value.len() >= range.end {
+                        value[range.clone()].copy_from_slice(&fresh[range]);
                     }
-                    Ok((histograms, not_found))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
-            .collect()
-    });
+                    store.write(key.as_bytes(), &value)?;
+                }
+                Operation::Insert => {
+                    let number = next_insert.fetch_add(1, Ordering::AcqRel);
+                    let value = record(number, config.seed, 0);
+                    store.write(key_name(number).as_bytes(), &value)?;
+                    acknowledged.done(number);
+                }
+                Operation::Scan { length } => {
+                    let key = key_name(request.key);
+                    store.scan(key.as_bytes(), length as usize)?;
+                }
+            }
+            histograms[operation_index(request.operation)]
+                .saturating_record(t.elapsed().as_nanos() as u64);
+        }
+        Ok((histograms, not_found))
+    })?;
     let seconds = started.elapsed().as_secs_f64();
     let mut merged: Vec<Option<Histogram<u64>>> = vec![None; OPERATION_NAMES.len()];
     let mut not_found = 0;
     let mut done = 0;
-    for result in results {
-        let (histograms, missing) = result?;
+    for (histograms, missing) in results {
         not_found += missing;
         for (slot, histogram) in merged.iter_mut().zip(histograms) {
             done += histogram.len();
@@ -372,13 +365,45 @@ pub fn table(phases: &[PhaseResult]) -> String {
     out
 }
 
+/// One engine's phases.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EngineRun {
+    /// `tierkv`, `redb`, `fjall`, …
+    pub engine: String,
+    /// The load, then each workload.
+    pub phases: Vec<PhaseResult>,
+}
+
+/// A whole `tierkv bench ycsb` run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct YcsbReport {
+    /// The command line.
+    pub command: String,
+    /// Where it ran.
+    pub machine: crate::device::Machine,
+    /// Records loaded.
+    pub records: u64,
+    /// Requests per workload.
+    pub operations: u64,
+    /// Client threads.
+    pub threads: usize,
+    /// Durability of every write.
+    pub durability: String,
+    /// Each engine's cache, bytes.
+    pub cache_bytes: usize,
+    /// The process's allocator.
+    pub allocator: String,
+    /// Each engine's phases, in the order run.
+    pub engines: Vec<EngineRun>,
+}
+
 /// Ops/s of each engine's run phases, side by side, with tierkv's ratio to the best peer
 /// in each column (when tierkv and a peer both ran).
-pub fn comparison(runs: &[(String, Vec<PhaseResult>)]) -> String {
+pub fn comparison(runs: &[EngineRun]) -> String {
     use std::fmt::Write as _;
     let phases: Vec<String> = runs
         .first()
-        .map(|(_, phases)| phases.iter().map(|p| p.phase.clone()).collect())
+        .map(|run| run.phases.iter().map(|p| p.phase.clone()).collect())
         .unwrap_or_default();
     let rate = |phases: &[PhaseResult], name: &str| {
         phases.iter().find(|p| p.phase == name).map(|p| p.ops_per_sec)
@@ -388,24 +413,24 @@ pub fn comparison(runs: &[(String, Vec<PhaseResult>)]) -> String {
         let _ = write!(out, " {phase:>10}");
     }
     out.push('\n');
-    for (engine, results) in runs {
-        let _ = write!(out, "{engine:<10}");
+    for run in runs {
+        let _ = write!(out, "{:<10}", run.engine);
         for phase in &phases {
-            let cell = rate(results, phase).map_or("-".into(), |r| format!("{r:.0}"));
+            let cell = rate(&run.phases, phase).map_or("-".into(), |r| format!("{r:.0}"));
             let _ = write!(out, " {cell:>10}");
         }
         out.push('\n');
     }
-    let ours = runs.iter().find(|(engine, _)| engine == "tierkv");
-    if let Some((_, ours)) = ours.filter(|_| runs.len() > 1) {
+    let ours = runs.iter().find(|run| run.engine == "tierkv");
+    if let Some(ours) = ours.filter(|_| runs.len() > 1) {
         let _ = write!(out, "{:<10}", "ratio");
         for phase in &phases {
             let best = runs
                 .iter()
-                .filter(|(engine, _)| engine != "tierkv")
-                .filter_map(|(_, results)| rate(results, phase))
+                .filter(|run| run.engine != "tierkv")
+                .filter_map(|run| rate(&run.phases, phase))
                 .fold(None, |best: Option<f64>, r| Some(best.map_or(r, |b| b.max(r))));
-            let cell = match (rate(ours, phase), best) {
+            let cell = match (rate(&ours.phases, phase), best) {
                 (Some(ours), Some(best)) if best > 0.0 => format!("{:.2}", ours / best),
                 _ => "-".into(),
             };
@@ -466,10 +491,11 @@ mod tests {
             not_found: 0,
             per_operation: Vec::new(),
         };
+        let run = |engine: &str, phases| EngineRun { engine: engine.into(), phases };
         let runs = vec![
-            ("tierkv".to_string(), vec![phase("a", 300.0), phase("c", 100.0)]),
-            ("redb".to_string(), vec![phase("a", 100.0), phase("c", 400.0)]),
-            ("fjall".to_string(), vec![phase("a", 150.0)]),
+            run("tierkv", vec![phase("a", 300.0), phase("c", 100.0)]),
+            run("redb", vec![phase("a", 100.0), phase("c", 400.0)]),
+            run("fjall", vec![phase("a", 150.0)]),
         ];
         let text = comparison(&runs);
         let ratio = text.lines().find(|l| l.starts_with("ratio")).expect("ratio row");

@@ -101,7 +101,6 @@ pub fn process_memory() -> Option<ProcessMemory> {
         rss_bytes: kib("VmRSS:")?,
         peak_rss_bytes: kib("VmHWM:")?,
         anon_bytes: kib("RssAnon:"),
-        file_bytes: kib("RssFile:"),
     })
 }
 
@@ -115,8 +114,6 @@ pub struct ProcessMemory {
     /// Of the resident memory now, the anonymous part (the heap, stacks, anonymous maps);
     /// `None` on kernels before 4.5.
     pub anon_bytes: Option<u64>,
-    /// And the part that maps files (the binary, libraries, mapped store or log files).
-    pub file_bytes: Option<u64>,
 }
 
 /// Bytes the C library's malloc has handed out and not had back (`mallinfo2`'s `uordblks`

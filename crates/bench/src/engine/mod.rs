@@ -14,8 +14,8 @@
 //!
 //! Each workload reports ops/s, MB/s of keys and values, latency percentiles (HdrHistogram)
 //! and what the engine did meanwhile (checkpoints, cache hit ratio). The store lives in a
-//! fresh directory under `path`, removed at the end. Memory is sampled every 100 ms and
-//! after each workload (`MemorySample`: resident, anonymous, the allocator's live bytes, and what the
+//! fresh directory under `path`, removed at the end. Memory is sampled every 50 ms through
+//! the run (`MemorySample`: resident, anonymous, the allocator's live bytes, and what the
 //! engine counts in its page cache and memtables), and the peak is set against the bound of
 //! `cache_size` + 64 MiB.
 //!

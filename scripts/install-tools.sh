@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages tierkv's measurement tools need: fio (for
-# `tierkv bench device --compare-fio`), RocksDB's db_bench (rocksdb-tools) and SQLite's library
-# and headers (libsqlite3-dev, for the `peers` feature), the peers of `tierkv bench wal`. Idempotent: installed packages are left alone, and the
+# `tierkv bench device --compare-fio`), RocksDB's db_bench (rocksdb-tools), and the libraries
+# and headers of the peer engines that the `peers` feature links (`tierkv bench wal` and
+# `tierkv bench ycsb`): SQLite, RocksDB, LMDB and WiredTiger, with WiredTiger's `wt` tool, and
+# the C compiler that builds their shim. Idempotent: installed packages are left alone, and the
 # package lists are refreshed (`apt-get update`, once) only when something is missing.
 # Usable by people and CI; runs apt-get through sudo unless already root.
 set -euo pipefail
 
-packages=(fio rocksdb-tools libsqlite3-dev)
+packages=(fio rocksdb-tools libsqlite3-dev librocksdb-dev liblmdb-dev libwiredtiger-dev wiredtiger
+    build-essential)
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
     echo "install-tools: apt-get not found; install these packages with your package manager:" \

@@ -22,8 +22,11 @@ pub(crate) const PLOT_BOTTOM_PX: f64 = 450.0;
 /// Bars span more than this ratio between largest and smallest: the y axis is logarithmic.
 pub(crate) const LOG_AXIS_SPAN_MIN: f64 = 30.0;
 
-/// Colours of the series, in order (Tableau 10).
-pub(crate) const COLOURS: [&str; 4] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"];
+/// Colours of the series, in order (Tableau 10, without its grey, which marks bounds).
+pub(crate) const COLOURS: [&str; 9] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf",
+];
 
 /// One bar: a value, and the seed's figure for it.
 #[derive(Debug, Default, Clone)]
@@ -64,14 +67,32 @@ impl Axis {
             return Axis::Linear { max: 1.0, step: 0.2 };
         }
         if hi / lo > LOG_AXIS_SPAN_MIN {
-            // Bounds are logs of finite positive values: well within i32.
-            let (lo, mut hi) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
-            if hi <= lo {
-                hi = lo + 1;
-            }
-            return Axis::Log { lo, hi };
+            return Axis::log(lo, hi);
         }
         Axis::linear(hi)
+    }
+
+    /// A logarithmic axis over the whole decades around the plottable `values`, at least one
+    /// decade (none: 1 to 10).
+    pub(crate) fn log_decades(values: impl Iterator<Item = f64>) -> Axis {
+        let (lo, hi) = values
+            .filter(|&v| plottable(v))
+            .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        if hi <= 0.0 {
+            return Axis::Log { lo: 0, hi: 1 };
+        }
+        Axis::log(lo, hi)
+    }
+
+    /// The decades from the one at or below `lo` to the one at or above `hi` (both positive
+    /// and finite), at least one.
+    fn log(lo: f64, hi: f64) -> Axis {
+        // Bounds are logs of finite positive values: well within i32.
+        let (lo, mut hi) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        if hi <= lo {
+            hi = lo + 1;
+        }
+        Axis::Log { lo, hi }
     }
 
     /// A linear axis from 0 past `hi`, in about five nice steps.
@@ -119,7 +140,8 @@ pub(crate) fn nice_step(raw: f64) -> f64 {
 pub(crate) fn number(value: f64) -> String {
     let abs = value.abs();
     if abs >= 1e6 {
-        format!("{:.3}M", value / 1e6).trim_end_matches('0').trim_end_matches('.').to_string()
+        let millions = format!("{:.3}", value / 1e6);
+        format!("{}M", millions.trim_end_matches('0').trim_end_matches('.'))
     } else if abs >= 1e4 {
         format!("{:.0}k", value / 1e3)
     } else if abs >= 100.0 || value == value.trunc() {
@@ -156,7 +178,12 @@ pub(crate) fn svg_end(svg: &mut String, y_label: &str, footer: &str) {
          transform=\"rotate(-90 {x} {y})\">{}</text>",
         escape(y_label)
     );
-    text(svg, 10.0, HEIGHT_PX - 14.0, 11, "start", "#444444", footer);
+    // One line per line of the footer, the last at the bottom.
+    let lines: Vec<&str> = footer.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
+        let y = HEIGHT_PX - 14.0 - 15.0 * (lines.len() - 1 - index) as f64;
+        text(svg, 10.0, y, 11, "start", "#444444", line);
+    }
     svg.push_str("</svg>\n");
 }
 
@@ -277,10 +304,20 @@ mod tests {
         }
         assert!(matches!(Axis::for_values([1.0, 1000.0].into_iter()), Axis::Log { lo: 0, hi: 3 }));
         assert!(matches!(Axis::for_values([10.0, 40.0].into_iter()), Axis::Linear { .. }));
+        // A log axis on request, whatever the span; over nothing, one decade.
+        assert!(matches!(Axis::log_decades([20.0, 40.0].into_iter()), Axis::Log { lo: 1, hi: 2 }));
+        assert!(matches!(
+            Axis::log_decades([0.0, 0.5, 3.0].into_iter()),
+            Axis::Log { lo: -1, hi: 1 }
+        ));
+        assert!(matches!(Axis::log_decades([100.0].into_iter()), Axis::Log { lo: 2, hi: 3 }));
+        assert!(matches!(Axis::log_decades([f64::NAN].into_iter()), Axis::Log { lo: 0, hi: 1 }));
         assert_eq!(nice_step(0.7), 1.0);
         assert_eq!(nice_step(130.0), 200.0);
         assert_eq!(number(3_400.0), "3400");
         assert_eq!(number(34_000.0), "34k");
+        assert_eq!(number(10_000_000.0), "10M");
+        assert_eq!(number(1_428_242.0), "1.428M");
         assert_eq!(number(1.25), "1.2");
         assert_eq!(number(0.5), "0.5");
         assert_eq!(number(0.25), "0.25");

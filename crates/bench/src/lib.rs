@@ -9,7 +9,8 @@
 //!   and bandwidth tables (sync, 64 writes + one fdatasync, one atomic group), and a page-update
 //!   workload comparing the log store's atomic groups with the doublewrite baseline.
 //! - `engine`: db_bench's workloads on the engine (`tierkv bench engine`).
-//! - `ycsb`: YCSB's core workloads A–F; so far their definitions and request generators.
+//! - `ycsb`: YCSB's core workloads A–F (`tierkv bench ycsb`): their request streams, a driver
+//!   with load and run phases, a duration, a target rate and a warm-up, and its plots.
 //!
 //! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
 //! benchmark also runs as a test with tiny parameters, so it cannot rot.

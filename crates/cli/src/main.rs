@@ -31,6 +31,7 @@ struct Cli {
 
 mod allocator;
 mod kv;
+mod ycsb;
 
 /// The allocator in force, as `allocator::configure` described it at start.
 static ALLOCATOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -91,40 +92,9 @@ enum Bench {
     /// seekrandom, overwrite, readwhilewriting) on a store in a temporary directory.
     Engine(Box<EngineArgs>),
     /// YCSB's core workloads A–F: a load phase, then each workload's run phase, with latency
-    /// percentiles per operation type, on tierkv and (built with `--features rust-peers`)
-    /// redb and fjall, side by side.
-    Ycsb(Box<YcsbArgs>),
-}
-
-#[derive(Args)]
-struct YcsbArgs {
-    /// Directory under which the store is made (default: the system's temporary directory).
-    #[arg(long)]
-    path: Option<PathBuf>,
-    /// Records loaded (10 fields of 100 bytes each).
-    #[arg(long, default_value_t = 100_000)]
-    records: u64,
-    /// Requests per workload.
-    #[arg(long, default_value_t = 100_000)]
-    operations: u64,
-    /// Client threads.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
-    /// Workloads in order, comma-separated letters (a … f).
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,d,e")]
-    workloads: Vec<String>,
-    /// Durability of every write: sync, buffered or none.
-    #[arg(long, default_value = "sync")]
-    durability: String,
-    /// Engines, comma-separated: tierkv, redb, fjall (the last two need the `rust-peers`
-    /// feature), or `all` for every one built in. Each gets the same cache (`--cache-mib`).
-    #[arg(long, value_delimiter = ',', default_value = "tierkv")]
-    engines: Vec<String>,
-    #[command(flatten)]
-    engine: kv::EngineArgs,
-    /// Write the phases as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
+    /// percentiles per operation type, on tierkv and (built with `--features peers`)
+    /// RocksDB, LMDB, WiredTiger, SQLite, redb and fjall, side by side.
+    Ycsb(Box<ycsb::YcsbArgs>),
 }
 
 /// Where every benchmark writes its report, besides the table on stdout.
@@ -357,7 +327,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Bench { bench: Bench::Wal(args) } => bench_wal(*args),
         Command::Bench { bench: Bench::Blocks(args) } => bench_blocks(*args),
         Command::Bench { bench: Bench::Engine(args) } => bench_engine(*args),
-        Command::Bench { bench: Bench::Ycsb(args) } => bench_ycsb(*args),
+        Command::Bench { bench: Bench::Ycsb(args) } => ycsb::bench_ycsb(*args),
         Command::Kv(command) => kv::run(command),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
@@ -429,124 +399,6 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
-    use tierkv_bench::ycsb::{driver, WorkloadSpec};
-    let workloads = args
-        .workloads
-        .iter()
-        .map(|name| {
-            WorkloadSpec::core(name)
-                .ok_or_else(|| format!("unknown workload {name:?}; expected a letter from a to f"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let durability = parse_durability(&args.durability)?;
-    let parent = args.path.unwrap_or_else(std::env::temp_dir);
-    let dir = parent.join(format!("tierkv-ycsb-{}", std::process::id()));
-    if dir.exists() {
-        return Err(format!("{} already exists", dir.display()));
-    }
-    let options = args.engine.apply(tierkv::Options::default());
-    let config = driver::YcsbConfig {
-        records: args.records,
-        operations: args.operations,
-        threads: args.threads,
-        workloads,
-        seed: 0x5eed_ca5e,
-    };
-    let engines: Vec<String> = match args.engines.as_slice() {
-        [all] if all == "all" => YCSB_ENGINES.iter().map(|e| e.to_string()).collect(),
-        names => names.to_vec(),
-    };
-    let mut runs: Vec<driver::EngineRun> = Vec::new();
-    for engine in &engines {
-        let dir = dir.join(engine);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        let result = ycsb_engine(engine, &dir, &options, durability, &config);
-        // Scratch files go whatever happened.
-        let _ = std::fs::remove_dir_all(&dir);
-        runs.push(driver::EngineRun { engine: engine.clone(), phases: result? });
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    println!(
-        "YCSB: {} records of 10 × 100 bytes, {} requests per workload, {} thread(s), \
-         durability {}, cache {} MiB each, allocator {}",
-        config.records,
-        config.operations,
-        config.threads,
-        args.durability,
-        options.cache_size >> 20,
-        ALLOCATOR.get().map_or("unknown", String::as_str)
-    );
-    for run in &runs {
-        println!("\n{}", run.engine);
-        print!("{}", driver::table(&run.phases));
-    }
-    if runs.len() > 1 {
-        println!("\nops/s; the last row is tierkv ÷ the best peer");
-        print!("{}", driver::comparison(&runs));
-    }
-    if let Some(json) = &args.json {
-        let report = driver::YcsbReport {
-            command: std::env::args().collect::<Vec<_>>().join(" "),
-            machine: tierkv_io::machine::machine_info().into(),
-            records: config.records,
-            operations: config.operations,
-            threads: config.threads,
-            durability: args.durability.clone(),
-            cache_bytes: options.cache_size,
-            allocator: ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into()),
-            engines: runs,
-        };
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The engines `tierkv bench ycsb` can run in this build.
-#[cfg(feature = "rust-peers")]
-const YCSB_ENGINES: &[&str] = &["tierkv", "redb", "fjall"];
-#[cfg(not(feature = "rust-peers"))]
-const YCSB_ENGINES: &[&str] = &["tierkv"];
-
-/// Runs the YCSB phases on `engine`, made in `dir`; the peers get tierkv's `cache_size` as
-/// their cache.
-fn ycsb_engine(
-    engine: &str,
-    dir: &std::path::Path,
-    options: &tierkv::Options,
-    durability: Durability,
-    config: &tierkv_bench::ycsb::driver::YcsbConfig,
-) -> Result<Vec<tierkv_bench::ycsb::driver::PhaseResult>, String> {
-    use tierkv_bench::ycsb::driver;
-    match engine {
-        "tierkv" => {
-            let db = tierkv::Db::open(dir, options.clone()).map_err(|e| e.to_string())?;
-            let store = driver::TierkvStore { db, durability };
-            let phases = driver::run_all(&store, config);
-            store.db.close().map_err(|e| e.to_string())?;
-            phases
-        }
-        #[cfg(feature = "rust-peers")]
-        "redb" => {
-            use tierkv_bench::ycsb::peers::RedbStore;
-            let path = dir.join("ycsb.redb");
-            let store = RedbStore::create(&path, options.cache_size, durability)?;
-            driver::run_all(&store, config)
-        }
-        #[cfg(feature = "rust-peers")]
-        "fjall" => {
-            use tierkv_bench::ycsb::peers::FjallStore;
-            driver::run_all(&FjallStore::open(dir, options.cache_size, durability)?, config)
-        }
-        other => Err(format!(
-            "engine {other:?} is not in this build; it has {} (redb and fjall need \
-             `cargo build --release -p tierkv-cli --features rust-peers`)",
-            YCSB_ENGINES.join(", ")
-        )),
-    }
 }
 
 fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {

@@ -55,6 +55,7 @@
 #![warn(missing_docs)]
 
 mod aligned;
+pub mod cgroup;
 mod error;
 mod file;
 pub mod futex;

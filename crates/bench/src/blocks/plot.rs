@@ -20,7 +20,7 @@ use super::micro::{MicroTable, Timing};
 use super::{BlocksReport, Buffering};
 use crate::bars::{render_bars, Bar, BarChart, Group};
 use crate::device::BenchError;
-use crate::lines::{render_lines, Line, LineChart};
+use crate::lines::{render_lines, Line, LineChart, Scale};
 use crate::summary::median_of_present;
 use crate::svg::{size_name, write_svg};
 
@@ -178,7 +178,9 @@ fn space_amplification_chart(page_bytes: usize, points: Vec<(f64, f64)>) -> Line
     LineChart {
         title: format!("LogStore sustained overwrite: space amplification, {page_bytes} B pages"),
         y_label: "file bytes / live bytes".into(),
-        lines: vec![Line { name: "space amplification".into(), points }],
+        x_label: "seconds".into(),
+        x_scale: Scale::Linear,
+        lines: vec![Line { name: "space amplification".into(), points, ..Line::default() }],
         bound: Some((1.5, "1.5 bound".into())),
         shades: Vec::new(),
     }

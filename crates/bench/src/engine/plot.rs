@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use super::EngineBenchReport;
 use crate::bars::{render_bars, Bar, BarChart, Group};
 use crate::device::BenchError;
-use crate::lines::{render_lines, Line, LineChart};
+use crate::lines::{render_lines, Line, LineChart, Scale};
 use crate::svg::write_svg;
 
 const MIB: f64 = (1 << 20) as f64;
@@ -158,6 +158,7 @@ fn trace_chart(report: &EngineBenchReport) -> LineChart {
     let line = |name: &str, value: &dyn Fn(&super::MemorySample) -> Option<f64>| Line {
         name: name.into(),
         points: trace.iter().filter_map(|s| Some((s.seconds, value(s)? / MIB))).collect(),
+        ..Line::default()
     };
     LineChart {
         title: format!(
@@ -166,6 +167,8 @@ fn trace_chart(report: &EngineBenchReport) -> LineChart {
             report.data_bytes as f64 / report.cache_size.max(1) as f64
         ),
         y_label: "MiB".into(),
+        x_label: "seconds".into(),
+        x_scale: Scale::Linear,
         lines: vec![
             line("resident (VmRSS)", &|s| Some(s.rss_bytes as f64)),
             line("anonymous (RssAnon)", &|s| s.anon_bytes.map(|b| b as f64)),

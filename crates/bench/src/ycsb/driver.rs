@@ -2,26 +2,44 @@
 //! against any engine behind `Store`.
 //!
 //! - Load: `records` records (keys 0..records in number order, so hashed order in the key
-//!   space), shared among the threads by number.
-//! - Run: `operations` requests per workload, shared among the threads, each thread with its
-//!   own `Requests` stream. Inserts take the next key number from a counter the threads
-//!   share; requests choose only among keys whose insert has completed, and all below them
-//!   (`Acknowledged`), as YCSB's acknowledged counter does.
+//!   space), shared among the threads by number. A duration never cuts a load short: the run
+//!   phases need every record.
+//! - Run: up to `operations` requests per workload (YCSB's `operationcount`; 0: no count), for
+//!   at most `duration` when one is given, whichever bound comes first; operations in flight
+//!   when the duration ends complete and count, as in YCSB. The requests are shared among the
+//!   threads, each thread with its own `Requests` stream. Inserts take the next key number
+//!   from a counter the threads share; requests choose only among keys whose insert has
+//!   completed, and all below them (`Acknowledged`), as YCSB's acknowledged counter does.
+//! - Target rate (YCSB's `-target`): `target_ops_per_sec` across all threads paces the load
+//!   and the run phases. Each thread takes an equal share: its operation `i` is due
+//!   `i × threads / target` seconds after the phase start (`Schedule`), fixed from the start,
+//!   so an operation that ran late is followed at once by the next until the thread is back on
+//!   schedule, as YCSB's throttle does. An operation due at or after the duration is never
+//!   started, so a paced phase does at most `target × duration + threads` operations. Latency
+//!   is timed from the operation's actual start, as YCSB's default measurement is.
+//! - Warm-up: `warmup_operations` requests of each workload before its measured part, from
+//!   the same kind of stream (other seeds), unpaced and bounded by their count alone, on the
+//!   same store (their inserts stay). They are in none of the phase's figures; the phase
+//!   records how many ran and for how long (`PhaseResult::warmup_operations`).
 //! - A record is `FIELD_COUNT` fields of `FIELD_BYTES` bytes, stored as one value. An update
 //!   reads the record, replaces one field and writes it back, as YCSB's bindings for key-value
 //!   engines do; a read-modify-write is that same sequence timed as one operation.
-//! - Each operation type keeps an HdrHistogram of its latencies (p50, p95, p99, p99.9, max).
+//! - Each operation type keeps an HdrHistogram of its latencies: p50, p95, p99, p99.9, max,
+//!   and a CDF at `CDF_PERCENTILES` for the plots (`super::plot`).
+//! - With `progress`, each phase (and warm-up) shows a bar on stderr naming the engine and the
+//!   phase: operations done of the count, or for a phase bounded by a duration, seconds gone of
+//!   it. indicatif draws nothing when stderr is not a terminal.
 //!
-//! Not yet: warm-up, a target rate, a duration instead of a count, progress bars and plots.
-//!
-//! Must never: count an operation that failed, or assert on speed.
+//! Must never: count an operation that failed or a warm-up one, start an operation due at or
+//! after the duration, or assert on speed.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use super::generator::key_name;
@@ -71,14 +89,64 @@ impl Store for TierkvStore {
 pub struct YcsbConfig {
     /// Records loaded.
     pub records: u64,
-    /// Requests per workload.
+    /// Requests per workload across the threads, at most (YCSB's `operationcount`); 0: no
+    /// count, each workload runs for `duration`.
     pub operations: u64,
+    /// Each workload's measured part stops after this long, or after `operations`, whichever
+    /// comes first.
+    pub duration: Option<Duration>,
+    /// Operations per second across all threads (YCSB's `-target`) in the load and the run
+    /// phases; `None`: as fast as they go.
+    pub target_ops_per_sec: Option<f64>,
+    /// Requests of each workload run before its measured part and not counted (0: none).
+    pub warmup_operations: u64,
     /// Client threads.
     pub threads: usize,
     /// The workloads, in order, on the loaded store (inserts of one stay for the next).
     pub workloads: Vec<WorkloadSpec>,
     /// Seed of the request streams and the record contents.
     pub seed: u64,
+    /// Show a progress bar per phase on stderr.
+    pub progress: bool,
+    /// The engine's name, for the progress bar.
+    pub engine: String,
+}
+
+impl Default for YcsbConfig {
+    /// 100,000 records and requests per workload, one thread, workloads A–F, no duration,
+    /// target or warm-up, no progress bar.
+    fn default() -> YcsbConfig {
+        YcsbConfig {
+            records: 100_000,
+            operations: 100_000,
+            duration: None,
+            target_ops_per_sec: None,
+            warmup_operations: 0,
+            threads: 1,
+            workloads: WorkloadSpec::CORE.to_vec(),
+            seed: 0x5eed_ca5e,
+            progress: false,
+            engine: "tierkv".into(),
+        }
+    }
+}
+
+impl YcsbConfig {
+    /// Why this configuration cannot run, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(target) = self.target_ops_per_sec {
+            if !(target.is_finite() && target > 0.0) {
+                return Err(format!("the target rate must be a positive number, got {target}"));
+            }
+        }
+        if self.duration == Some(Duration::ZERO) {
+            return Err("the duration must be longer than zero".into());
+        }
+        if self.operations == 0 && self.duration.is_none() && !self.workloads.is_empty() {
+            return Err("0 operations means no count, so the workloads need a duration".into());
+        }
+        Ok(())
+    }
 }
 
 /// Latencies of one operation type.
@@ -98,7 +166,27 @@ pub struct OperationStats {
     pub p999_us: f64,
     /// The slowest.
     pub max_us: f64,
+    /// Latency at each of `CDF_PERCENTILES`, rising to `max_us` at 100.
+    #[serde(default)]
+    pub cdf: Vec<CdfPoint>,
 }
+
+/// One point of a latency CDF.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CdfPoint {
+    /// Percentile, 0 to 100.
+    pub percentile: f64,
+    /// Latency at or under which that share of the operations completed, microseconds
+    /// (HdrHistogram's 3 significant digits).
+    pub latency_us: f64,
+}
+
+/// Percentiles of each operation's CDF: 0, 1, then every 5 to 90, then closer into the
+/// tail, ending at 100 (the max). 29 points keep the JSON small.
+pub const CDF_PERCENTILES: [f64; 29] = [
+    0.0, 1.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 55.0, 60.0, 65.0, 70.0,
+    75.0, 80.0, 85.0, 90.0, 95.0, 97.5, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+];
 
 /// One phase: the load, or one workload's run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -113,6 +201,12 @@ pub struct PhaseResult {
     pub ops_per_sec: f64,
     /// Reads (and the reads of updates and read-modify-writes) that found no record.
     pub not_found: u64,
+    /// Warm-up requests run before the measured part, in none of the figures here.
+    #[serde(default)]
+    pub warmup_operations: u64,
+    /// Seconds the warm-up took.
+    #[serde(default)]
+    pub warmup_seconds: f64,
     /// Per operation type, in a fixed order.
     pub per_operation: Vec<OperationStats>,
 }
@@ -189,23 +283,137 @@ fn on_threads<T: Send>(
     })
 }
 
-/// Loads `config.records` records.
+/// When the operations of one client thread are due under a target rate (see the module
+/// header): a pure function of the operation's number, so it is tested without a clock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Schedule {
+    /// Threads and the target rate across them, ops/s; `None`: unpaced.
+    rate: Option<(f64, f64)>,
+}
+
+impl Schedule {
+    /// `target_ops_per_sec` shared by `threads`; no target (or one that is not a positive
+    /// number, which `YcsbConfig::check` refuses): unpaced.
+    fn new(target_ops_per_sec: Option<f64>, threads: u64) -> Schedule {
+        let target = target_ops_per_sec.filter(|t| t.is_finite() && *t > 0.0);
+        Schedule { rate: target.map(|target| (threads.max(1) as f64, target)) }
+    }
+
+    /// When operation `op` of a thread is due, after the phase start; unpaced: at once.
+    fn due(&self, op: u64) -> Duration {
+        match self.rate {
+            // Multiplied before dividing, so a whole number of seconds comes out exact.
+            Some((threads, target)) => {
+                Duration::try_from_secs_f64(op as f64 * threads / target).unwrap_or(Duration::MAX)
+            }
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Sleeps until `due` after `started`; returns at once when that has passed, so a late
+    /// thread catches up.
+    fn wait(started: Instant, due: Duration) {
+        if due.is_zero() {
+            return;
+        }
+        if let Some(at) = started.checked_add(due) {
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+        }
+    }
+}
+
+/// Operations between two updates of a progress bar by one thread.
+const PROGRESS_EVERY: u64 = 64;
+
+/// The progress bar of one phase, shared by its client threads (see the module header).
+struct Progress {
+    bar: ProgressBar,
+    /// Bounded by a duration: the bar counts milliseconds gone, not operations.
+    by_time: bool,
+}
+
+impl Progress {
+    /// A bar labelled `label` over `operations`, or over `duration` when there is one; drawn
+    /// on stderr when `show`, else kept (its position still moves) but never drawn.
+    fn new(show: bool, label: String, operations: u64, duration: Option<Duration>) -> Progress {
+        let by_time = duration.is_some();
+        let length = match duration {
+            Some(duration) => u64::try_from(duration.as_millis()).unwrap_or(u64::MAX).max(1),
+            None => operations,
+        };
+        let target = if show { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let bar = ProgressBar::with_draw_target(Some(length), target);
+        let template = if by_time {
+            "{prefix} [{bar:30}] {seconds}, ETA {eta}"
+        } else {
+            "{prefix} [{bar:30}] {pos}/{len} ops, {rate}, ETA {eta}"
+        };
+        let seconds = |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+            let gone = state.pos() as f64 / 1e3;
+            let _ = write!(out, "{gone:.1}/{:.1} s", state.len().unwrap_or(0) as f64 / 1e3);
+        };
+        let rate = |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+            let _ = write!(out, "{:.0} ops/s", state.per_sec());
+        };
+        let style = ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .with_key("seconds", seconds)
+            .with_key("rate", rate);
+        bar.set_style(style);
+        bar.set_prefix(label);
+        Progress { bar, by_time }
+    }
+
+    /// `operations` more done by a thread, of a phase that started at `started`.
+    fn advance(&self, operations: u64, started: Instant) {
+        if self.by_time {
+            let gone = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            // Threads report in any order: the bar only moves forward.
+            if gone > self.bar.position() {
+                self.bar.set_position(gone.min(self.bar.length().unwrap_or(u64::MAX)));
+            }
+        } else {
+            self.bar.inc(operations);
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Loads `config.records` records, paced by `config.target_ops_per_sec`.
 pub fn load(store: &dyn Store, config: &YcsbConfig) -> Result<PhaseResult, String> {
+    config.check()?;
     let threads = config.threads.max(1) as u64;
+    let schedule = Schedule::new(config.target_ops_per_sec, threads);
+    let label = format!("{} load", config.engine);
+    let progress = Progress::new(config.progress, label, config.records, None);
     let started = Instant::now();
     let results = on_threads(threads, |thread| {
         let mut histogram = new_histogram()?;
         let mut number = thread;
+        let mut op = 0u64;
         while number < config.records {
+            Schedule::wait(started, schedule.due(op));
             let value = record(number, config.seed, 0);
             let t = Instant::now();
             store.write(key_name(number).as_bytes(), &value)?;
             histogram.saturating_record(t.elapsed().as_nanos() as u64);
             number += threads;
+            op += 1;
+            if op.is_multiple_of(PROGRESS_EVERY) {
+                progress.advance(PROGRESS_EVERY, started);
+            }
         }
+        progress.advance(op % PROGRESS_EVERY, started);
         Ok(histogram)
     })?;
     let seconds = started.elapsed().as_secs_f64();
+    progress.finish();
     let mut inserts = new_histogram()?;
     for histogram in results {
         inserts.add(histogram).map_err(|e| e.to_string())?;
@@ -229,6 +437,8 @@ fn phase(
         seconds,
         ops_per_sec: operations as f64 / seconds.max(1e-9),
         not_found,
+        warmup_operations: 0,
+        warmup_seconds: 0.0,
         per_operation: histograms
             .iter()
             .zip(OPERATION_NAMES)
@@ -241,88 +451,235 @@ fn phase(
                 p99_us: micros(h, 0.99),
                 p999_us: micros(h, 0.999),
                 max_us: h.max() as f64 / 1_000.0,
+                cdf: cdf(h),
             })
             .collect(),
     }
 }
 
-/// Runs `spec`'s requests on a store holding `inserted` records (key numbers
-/// `0..inserted`); returns the phase and the new record count.
-pub fn run_workload(
+/// `histogram`'s latency at each of `CDF_PERCENTILES`, in microseconds: rising, and the last
+/// point the max.
+fn cdf(histogram: &Histogram<u64>) -> Vec<CdfPoint> {
+    let max_us = histogram.max() as f64 / 1_000.0;
+    let mut floor_us = 0.0f64;
+    let points: Vec<CdfPoint> = CDF_PERCENTILES
+        .iter()
+        .map(|&percentile| {
+            let at = histogram.value_at_quantile(percentile / 100.0) as f64 / 1_000.0;
+            let latency_us = if percentile >= 100.0 { max_us } else { at.min(max_us) };
+            // HdrHistogram's quantiles rise already; the floor keeps that true of the points.
+            floor_us = floor_us.max(latency_us);
+            CdfPoint { percentile, latency_us: floor_us }
+        })
+        .collect();
+    debug_assert!(points.last().is_none_or(|p| p.latency_us == max_us));
+    points
+}
+
+/// The key numbers of a workload's inserts: the next to take, and those completed.
+struct Inserts {
+    next: AtomicU64,
+    acknowledged: Acknowledged,
+}
+
+/// One pass of a workload's requests over the client threads: its measured part, or its
+/// warm-up.
+struct Pass {
+    /// Requests across the threads; 0: no count (`duration` bounds the pass).
+    operations: u64,
+    duration: Option<Duration>,
+    schedule: Schedule,
+    /// Mixed into the threads' seeds, so the warm-up's requests are not the run's.
+    stream: u64,
+}
+
+/// The stream of a warm-up pass (any constant other than 0, the measured pass's).
+const WARMUP_STREAM: u64 = 0x77a7_3b0f_5eed_0001;
+
+/// What a pass did.
+struct Passed {
+    histograms: Vec<Option<Histogram<u64>>>,
+    /// Requests started, counted or not.
+    started: u64,
+    not_found: u64,
+    seconds: f64,
+}
+
+/// What one request found.
+enum Outcome {
+    /// Done.
+    Done,
+    /// A read that found no record: done, and noted.
+    ReadMissing,
+    /// An update (or read-modify-write) whose read found no record: not done, only noted.
+    UpdateMissing,
+}
+
+/// Does `request`, the `op`-th of its thread.
+fn perform(
+    store: &dyn Store,
+    config: &YcsbConfig,
+    request: super::Request,
+    op: u64,
+    inserts: &Inserts,
+) -> Result<Outcome, String> {
+    match request.operation {
+        Operation::Read => {
+            let key = key_name(request.key);
+            match store.read(key.as_bytes())? {
+                Some(_) => Ok(Outcome::Done),
+                None => Ok(Outcome::ReadMissing),
+            }
+        }
+        Operation::Update { field } | Operation::ReadModifyWrite { field } => {
+            let key = key_name(request.key);
+            let Some(mut value) = store.read(key.as_bytes())? else {
+                return Ok(Outcome::UpdateMissing);
+            };
+            let fresh = record(request.key, config.seed, op + 1);
+            let range = field * FIELD_BYTES..(field + 1) * FIELD_BYTES;
+            if value.len() >= range.end {
+                value[range.clone()].copy_from_slice(&fresh[range]);
+            }
+            store.write(key.as_bytes(), &value)?;
+            Ok(Outcome::Done)
+        }
+        Operation::Insert => {
+            let number = inserts.next.fetch_add(1, Ordering::AcqRel);
+            let value = record(number, config.seed, 0);
+            store.write(key_name(number).as_bytes(), &value)?;
+            inserts.acknowledged.done(number);
+            Ok(Outcome::Done)
+        }
+        Operation::Scan { length } => {
+            let key = key_name(request.key);
+            store.scan(key.as_bytes(), length as usize)?;
+            Ok(Outcome::Done)
+        }
+    }
+}
+
+/// Runs `pass` of `spec`'s requests on the store, whose records are the acknowledged ones of
+/// `inserts`.
+fn run_pass(
     store: &dyn Store,
     spec: WorkloadSpec,
     config: &YcsbConfig,
-    inserted: u64,
-) -> Result<(PhaseResult, u64), String> {
+    pass: &Pass,
+    inserts: &Inserts,
+    progress: &Progress,
+) -> Result<Passed, String> {
     let threads = config.threads.max(1) as u64;
-    let next_insert = AtomicU64::new(inserted);
-    let acknowledged = Acknowledged::new(inserted);
+    let present = inserts.acknowledged.get();
     let started = Instant::now();
     let results = on_threads(threads, |thread| {
-        let operations =
-            config.operations / threads + u64::from(thread < config.operations % threads);
-        let seed = config.seed ^ (thread + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let mut requests = Requests::new(spec, inserted, config.operations, seed);
+        let share = match pass.operations {
+            0 => u64::MAX,
+            operations => operations / threads + u64::from(thread < operations % threads),
+        };
+        let seed = config.seed ^ pass.stream ^ (thread + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut requests = Requests::new(spec, present, config.operations, seed);
         let mut histograms =
             (0..OPERATION_NAMES.len()).map(|_| new_histogram()).collect::<Result<Vec<_>, _>>()?;
         let mut not_found = 0u64;
-        for op in 0..operations {
-            let request = requests.next(acknowledged.get());
-            let t = Instant::now();
-            match request.operation {
-                Operation::Read => {
-                    let key = key_name(request.key);
-                    not_found += u64::from(store.read(key.as_bytes())?.is_none());
-                }
-                Operation::Update { field } | Operation::ReadModifyWrite { field } => {
-                    let key = key_name(request.key);
-                    let Some(mut value) = store.read(key.as_bytes())? else {
-                        not_found += 1;
-                        continue;
-                    };
-                    let fresh = record(request.key, config.seed, op + 1);
-                    let range = field * FIELD_BYTES..(field + 1) * FIELD_BYTES;
-                    if value.len() >= range.end {
-                        value[range.clone()].copy_from_slice(&fresh[range]);
-                    }
-                    store.write(key.as_bytes(), &value)?;
-                }
-                Operation::Insert => {
-                    let number = next_insert.fetch_add(1, Ordering::AcqRel);
-                    let value = record(number, config.seed, 0);
-                    store.write(key_name(number).as_bytes(), &value)?;
-                    acknowledged.done(number);
-                }
-                Operation::Scan { length } => {
-                    let key = key_name(request.key);
-                    store.scan(key.as_bytes(), length as usize)?;
+        let mut op = 0u64;
+        // Bounded by `share`, or (when that is unbounded) by the duration `check` demands.
+        while op < share {
+            let due = pass.schedule.due(op);
+            if let Some(limit) = pass.duration {
+                if due >= limit || started.elapsed() >= limit {
+                    break;
                 }
             }
-            histograms[operation_index(request.operation)]
-                .saturating_record(t.elapsed().as_nanos() as u64);
+            Schedule::wait(started, due);
+            let request = requests.next(inserts.acknowledged.get());
+            let t = Instant::now();
+            let outcome = perform(store, config, request, op, inserts)?;
+            let nanos = t.elapsed().as_nanos() as u64;
+            let histogram = &mut histograms[operation_index(request.operation)];
+            match outcome {
+                Outcome::Done => histogram.saturating_record(nanos),
+                Outcome::ReadMissing => {
+                    histogram.saturating_record(nanos);
+                    not_found += 1;
+                }
+                Outcome::UpdateMissing => not_found += 1,
+            }
+            op += 1;
+            if op.is_multiple_of(PROGRESS_EVERY) {
+                progress.advance(PROGRESS_EVERY, started);
+            }
         }
-        Ok((histograms, not_found))
+        progress.advance(op % PROGRESS_EVERY, started);
+        Ok((histograms, not_found, op))
     })?;
     let seconds = started.elapsed().as_secs_f64();
     let mut merged: Vec<Option<Histogram<u64>>> = vec![None; OPERATION_NAMES.len()];
-    let mut not_found = 0;
-    let mut done = 0;
-    for (histograms, missing) in results {
+    let (mut not_found, mut begun) = (0, 0);
+    for (histograms, missing, ops) in results {
         not_found += missing;
+        begun += ops;
         for (slot, histogram) in merged.iter_mut().zip(histograms) {
-            done += histogram.len();
             match slot {
                 Some(total) => total.add(&histogram).map_err(|e| e.to_string())?,
                 None => *slot = Some(histogram),
             }
         }
     }
+    Ok(Passed { histograms: merged, started: begun, not_found, seconds })
+}
+
+/// Runs `spec`'s warm-up, then its measured requests, on a store holding `inserted` records
+/// (key numbers `0..inserted`); returns the phase and the new record count.
+pub fn run_workload(
+    store: &dyn Store,
+    spec: WorkloadSpec,
+    config: &YcsbConfig,
+    inserted: u64,
+) -> Result<(PhaseResult, u64), String> {
+    config.check()?;
+    if config.operations == 0 && config.duration.is_none() {
+        return Err("0 operations means no count, so the workload needs a duration".into());
+    }
+    let threads = config.threads.max(1) as u64;
+    let inserts =
+        Inserts { next: AtomicU64::new(inserted), acknowledged: Acknowledged::new(inserted) };
     let name = spec.name.to_string();
-    Ok((phase(&name, done, seconds, not_found, &merged), next_insert.load(Ordering::Acquire)))
+    let mut warmup = None;
+    if config.warmup_operations > 0 {
+        let label = format!("{} {name} warm-up", config.engine);
+        let progress = Progress::new(config.progress, label, config.warmup_operations, None);
+        let pass = Pass {
+            operations: config.warmup_operations,
+            duration: None,
+            schedule: Schedule::new(None, threads),
+            stream: WARMUP_STREAM,
+        };
+        warmup = Some(run_pass(store, spec, config, &pass, &inserts, &progress)?);
+        progress.finish();
+    }
+    let label = format!("{} {name}", config.engine);
+    let progress = Progress::new(config.progress, label, config.operations, config.duration);
+    let pass = Pass {
+        operations: config.operations,
+        duration: config.duration,
+        schedule: Schedule::new(config.target_ops_per_sec, threads),
+        stream: 0,
+    };
+    let measured = run_pass(store, spec, config, &pass, &inserts, &progress)?;
+    progress.finish();
+    let done = measured.histograms.iter().flatten().map(Histogram::len).sum();
+    let mut result = phase(&name, done, measured.seconds, measured.not_found, &measured.histograms);
+    if let Some(warmup) = warmup {
+        result.warmup_operations = warmup.started;
+        result.warmup_seconds = warmup.seconds;
+    }
+    Ok((result, inserts.next.load(Ordering::Acquire)))
 }
 
 /// The load, then every workload of `config` in order on the loaded store.
 pub fn run_all(store: &dyn Store, config: &YcsbConfig) -> Result<Vec<PhaseResult>, String> {
+    config.check()?;
     let mut phases = vec![load(store, config)?];
     let mut inserted = config.records;
     for spec in &config.workloads {
@@ -361,6 +718,13 @@ pub fn table(phases: &[PhaseResult]) -> String {
         if phase.not_found > 0 {
             let _ = writeln!(out, "{:<6} {} reads found no record", "", phase.not_found);
         }
+        if phase.warmup_operations > 0 {
+            let _ = writeln!(
+                out,
+                "{:<6} after {} warm-up operations ({:.2} s), not counted",
+                "", phase.warmup_operations, phase.warmup_seconds
+            );
+        }
     }
     out
 }
@@ -370,8 +734,26 @@ pub fn table(phases: &[PhaseResult]) -> String {
 pub struct EngineRun {
     /// `tierkv`, `redb`, `fjall`, …
     pub engine: String,
+    /// How the engine was configured: cache, durability, compression, I/O.
+    #[serde(default)]
+    pub settings: String,
+    /// The most memory its process's cgroup used, page cache included, when it ran in one.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
     /// The load, then each workload.
     pub phases: Vec<PhaseResult>,
+}
+
+impl EngineRun {
+    /// A run of `engine` with no settings or memory recorded.
+    pub fn new(engine: &str, phases: Vec<PhaseResult>) -> EngineRun {
+        EngineRun {
+            engine: engine.into(),
+            settings: String::new(),
+            peak_memory_bytes: None,
+            phases,
+        }
+    }
 }
 
 /// A whole `tierkv bench ycsb` run.
@@ -383,8 +765,17 @@ pub struct YcsbReport {
     pub machine: crate::device::Machine,
     /// Records loaded.
     pub records: u64,
-    /// Requests per workload.
+    /// Requests per workload, at most (0: no count, `duration_s` bounds each workload).
     pub operations: u64,
+    /// Each workload's bound in seconds besides `operations`, whichever came first.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Operations per second across the threads, if paced.
+    #[serde(default)]
+    pub target_ops_per_sec: Option<f64>,
+    /// Warm-up requests before each workload's measured part.
+    #[serde(default)]
+    pub warmup_operations: u64,
     /// Client threads.
     pub threads: usize,
     /// Durability of every write.
@@ -393,6 +784,13 @@ pub struct YcsbReport {
     pub cache_bytes: usize,
     /// The process's allocator.
     pub allocator: String,
+    /// The memory limit each engine ran under (its own cgroup, page cache included), if any.
+    #[serde(default)]
+    pub memory_limit_bytes: Option<u64>,
+    /// How the engines were kept apart: one process for all, or one process (and cgroup)
+    /// each.
+    #[serde(default)]
+    pub isolation: String,
     /// Each engine's phases, in the order run.
     pub engines: Vec<EngineRun>,
 }
@@ -445,18 +843,26 @@ pub fn comparison(runs: &[EngineRun]) -> String {
 mod tests {
     use super::*;
 
+    fn tiny_store(dir: &tempfile::TempDir) -> TierkvStore {
+        let options = tierkv::Options { cache_size: 4 << 20, ..tierkv::Options::default() };
+        let db = tierkv::Db::open(dir.path(), options).expect("open");
+        TierkvStore { db, durability: tierkv::Durability::None }
+    }
+
+    fn workload(name: &str) -> WorkloadSpec {
+        WorkloadSpec::core(name).expect("a core workload")
+    }
+
     #[test]
     fn every_core_workload_runs_against_tierkv_on_a_tiny_store() {
         let dir = tempfile::tempdir().expect("dir");
-        let options = tierkv::Options { cache_size: 4 << 20, ..tierkv::Options::default() };
-        let db = tierkv::Db::open(dir.path(), options).expect("open");
-        let store = TierkvStore { db, durability: tierkv::Durability::None };
+        let store = tiny_store(&dir);
         let config = YcsbConfig {
             records: 2_000,
             operations: 3_000,
             threads: 3,
-            workloads: WorkloadSpec::CORE.to_vec(),
             seed: 5,
+            ..YcsbConfig::default()
         };
         let loaded = load(&store, &config).expect("load");
         assert_eq!(loaded.operations, 2_000);
@@ -470,6 +876,11 @@ mod tests {
             assert_eq!(result.not_found, 0, "{result:?}");
             let counted: u64 = result.per_operation.iter().map(|o| o.count).sum();
             assert_eq!(counted, 3_000);
+            assert_eq!(result.warmup_operations, 0);
+            for op in &result.per_operation {
+                assert_eq!(op.cdf.len(), CDF_PERCENTILES.len(), "{op:?}");
+                assert_eq!(op.cdf.last().map(|p| p.latency_us), Some(op.max_us), "{op:?}");
+            }
             let inserts = result.per_operation.iter().find(|o| o.operation == "insert");
             assert_eq!(now - inserted, inserts.map_or(0, |o| o.count), "{spec:?}");
             inserted = now;
@@ -489,9 +900,11 @@ mod tests {
             seconds: 1.0,
             ops_per_sec,
             not_found: 0,
+            warmup_operations: 0,
+            warmup_seconds: 0.0,
             per_operation: Vec::new(),
         };
-        let run = |engine: &str, phases| EngineRun { engine: engine.into(), phases };
+        let run = EngineRun::new;
         let runs = vec![
             run("tierkv", vec![phase("a", 300.0), phase("c", 100.0)]),
             run("redb", vec![phase("a", 100.0), phase("c", 400.0)]),
@@ -515,5 +928,148 @@ mod tests {
         assert_eq!(acknowledged.get(), 11);
         acknowledged.done(11);
         assert_eq!(acknowledged.get(), 13);
+    }
+
+    #[test]
+    fn a_duration_stops_a_phase_that_has_no_count() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = tiny_store(&dir);
+        let config = YcsbConfig {
+            records: 500,
+            operations: 0,
+            duration: Some(Duration::from_millis(100)),
+            threads: 2,
+            ..YcsbConfig::default()
+        };
+        load(&store, &config).expect("load");
+        // With no count, only the duration can end it: that it returns is the test.
+        let (result, _) = run_workload(&store, workload("c"), &config, 500).expect("run");
+        let counted: u64 = result.per_operation.iter().map(|o| o.count).sum();
+        assert_eq!(result.operations, counted);
+        // Both bounds: whichever comes first; 300 requests come long before a minute.
+        let both = YcsbConfig {
+            operations: 300,
+            duration: Some(Duration::from_secs(60)),
+            ..config.clone()
+        };
+        let (result, _) = run_workload(&store, workload("a"), &both, 500).expect("run");
+        assert_eq!(result.operations, 300);
+        // No count and no duration would never end.
+        let neither = YcsbConfig { duration: None, ..config };
+        assert!(run_workload(&store, workload("c"), &neither, 500).is_err());
+        assert!(neither.check().is_err());
+        store.db.close().expect("close");
+    }
+
+    #[test]
+    fn a_target_rate_schedules_each_threads_share_from_the_phase_start() {
+        // 100 ops/s over 4 threads: each thread one operation every 40 ms.
+        let schedule = Schedule::new(Some(100.0), 4);
+        assert_eq!(schedule.due(0), Duration::ZERO);
+        assert_eq!(schedule.due(1), Duration::from_millis(40));
+        assert_eq!(schedule.due(25), Duration::from_secs(1));
+        // Fixed from the start, not from the last operation: a late thread catches up.
+        assert_eq!(schedule.due(50) - schedule.due(49), Duration::from_millis(40));
+        // Within one second a thread has 25 operations due (0 to 960 ms), 100 in all.
+        let due_in_a_second = (0..1_000).filter(|&op| schedule.due(op) < Duration::from_secs(1));
+        assert_eq!(due_in_a_second.count(), 25);
+        for unpaced in [None, Some(0.0), Some(-3.0), Some(f64::NAN)] {
+            assert_eq!(Schedule::new(unpaced, 4).due(1_000), Duration::ZERO, "{unpaced:?}");
+        }
+        let bad = YcsbConfig { target_ops_per_sec: Some(0.0), ..YcsbConfig::default() };
+        assert!(bad.check().is_err());
+    }
+
+    #[test]
+    fn a_paced_phase_starts_no_more_than_its_target_allows() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = tiny_store(&dir);
+        let (target, seconds, threads) = (200.0, 0.15, 2usize);
+        let config = YcsbConfig {
+            records: 60,
+            operations: 1_000_000,
+            duration: Some(Duration::from_secs_f64(seconds)),
+            target_ops_per_sec: Some(target),
+            threads,
+            ..YcsbConfig::default()
+        };
+        // The load is paced but never cut short.
+        assert_eq!(load(&store, &config).expect("load").operations, 60);
+        for name in ["a", "d"] {
+            let (result, _) = run_workload(&store, workload(name), &config, 60).expect("run");
+            // An operation due at or after the duration is never started, however fast or
+            // slow the engine: a bound on counts, not on speed.
+            let most = (target * seconds) as u64 + threads as u64;
+            assert!(result.operations <= most, "{} > {most}", result.operations);
+        }
+        store.db.close().expect("close");
+    }
+
+    #[test]
+    fn warm_up_requests_run_first_and_are_not_counted() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = tiny_store(&dir);
+        let config = YcsbConfig {
+            records: 1_000,
+            operations: 1_000,
+            warmup_operations: 600,
+            threads: 2,
+            ..YcsbConfig::default()
+        };
+        load(&store, &config).expect("load");
+        let (result, now) = run_workload(&store, workload("d"), &config, 1_000).expect("run");
+        assert_eq!(result.warmup_operations, 600);
+        assert_eq!(result.operations, 1_000);
+        let counted: u64 = result.per_operation.iter().map(|o| o.count).sum();
+        assert_eq!(counted, 1_000);
+        // The warm-up's inserts (5% of 600 requests) are in the store, not in the counts.
+        let inserts = result.per_operation.iter().find(|o| o.operation == "insert");
+        let measured_inserts = inserts.map_or(0, |o| o.count);
+        assert!(now - 1_000 > measured_inserts, "{now} records, {measured_inserts} inserts");
+        assert_eq!(result.not_found, 0);
+        assert!(table(&[result]).contains("600 warm-up operations"));
+        store.db.close().expect("close");
+    }
+
+    #[test]
+    fn the_cdf_rises_to_the_max() {
+        let mut histogram = new_histogram().expect("histogram");
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..10_000 {
+            // 1 µs to about 1 s, heavy-tailed.
+            histogram.saturating_record(1_000u64 << rng.u32(0..20));
+        }
+        histogram.saturating_record(3_000_000_000);
+        let mut histograms = vec![None; OPERATION_NAMES.len()];
+        histograms[0] = Some(histogram);
+        let stats = &phase("c", 10_001, 1.0, 0, &histograms).per_operation[0];
+        let cdf = &stats.cdf;
+        assert_eq!(cdf.len(), CDF_PERCENTILES.len());
+        assert_eq!(cdf.first().map(|p| p.percentile), Some(0.0));
+        assert_eq!(cdf.last().map(|p| (p.percentile, p.latency_us)), Some((100.0, stats.max_us)));
+        for pair in cdf.windows(2) {
+            assert!(pair[0].percentile < pair[1].percentile, "{pair:?}");
+            assert!(pair[0].latency_us <= pair[1].latency_us, "{pair:?}");
+        }
+        // The points agree with the percentiles reported beside them.
+        let at = |percentile: f64| cdf.iter().find(|p| p.percentile == percentile);
+        assert_eq!(at(50.0).map(|p| p.latency_us), Some(stats.p50_us));
+        assert_eq!(at(99.9).map(|p| p.latency_us), Some(stats.p999_us));
+        assert!(stats.max_us >= 3_000_000.0);
+    }
+
+    #[test]
+    fn a_phase_bar_counts_operations_or_milliseconds() {
+        let started = Instant::now();
+        let by_count = Progress::new(false, "tierkv a".into(), 1_000, None);
+        by_count.advance(64, started);
+        by_count.advance(10, started);
+        assert_eq!((by_count.bar.position(), by_count.bar.length()), (74, Some(1_000)));
+        let by_time = Progress::new(false, "tierkv a".into(), 1_000, Some(Duration::from_secs(2)));
+        assert_eq!(by_time.bar.length(), Some(2_000));
+        by_time.advance(64, started);
+        // Milliseconds gone, never past the duration.
+        assert!(by_time.bar.position() <= 2_000);
+        by_time.finish();
     }
 }

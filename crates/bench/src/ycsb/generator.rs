@@ -20,7 +20,8 @@
 /// YCSB's zipfian constant θ.
 pub const ZIPFIAN_THETA: f64 = 0.99;
 
-/// Items the scrambled zipfian draws over before hashing.
+/// The scrambled zipfian's count: YCSB draws over item numbers 0..=10^10 (10^10 + 1 items)
+/// before hashing, with the zeta of 10^10 items (`SCRAMBLED_ZETA`).
 const SCRAMBLED_ITEMS: u64 = 10_000_000_000;
 
 /// zeta(10^10, 0.99): the sum of 1/i^0.99 for i in 1..=10^10, too long to add up at start. The
@@ -139,7 +140,7 @@ pub struct ScrambledZipfian {
 impl ScrambledZipfian {
     /// Draws over `min..=max`.
     pub fn new(min: u64, max: u64) -> ScrambledZipfian {
-        let zipfian = Zipfian::with_zeta(0, SCRAMBLED_ITEMS, ZIPFIAN_THETA, SCRAMBLED_ZETA);
+        let zipfian = Zipfian::with_zeta(0, SCRAMBLED_ITEMS + 1, ZIPFIAN_THETA, SCRAMBLED_ZETA);
         ScrambledZipfian { min, items: max.saturating_sub(min) + 1, zipfian }
     }
 

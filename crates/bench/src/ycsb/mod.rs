@@ -1,6 +1,7 @@
 //! YCSB's core workloads A–F (issue 7), as YCSB's `workloads/workloada` … `workloadf`
-//! define them. So far: the workload definitions and the request stream (`Requests`); the
-//! driver, the engine adapters and the comparison with YCSB's own jar come next.
+//! define them: the workload definitions and the request stream (`Requests`) here; the
+//! driver (`driver`), its plots (`plot`) and the peer engines' adapters beside. The
+//! comparison with YCSB's own jar comes next.
 //!
 //! | workload | read | update | insert | scan | read-modify-write | requests |
 //! |---|---|---|---|---|---|---|
@@ -22,10 +23,13 @@
 //!
 //! Must never: request a key number that has not been inserted.
 
+#[cfg(feature = "c-peers")]
+pub mod c_peers;
 pub mod driver;
 pub mod generator;
 #[cfg(feature = "rust-peers")]
 pub mod peers;
+pub mod plot;
 
 use generator::{ScrambledZipfian, SkewedLatest};
 use serde::{Deserialize, Serialize};
@@ -144,8 +148,11 @@ impl Requests {
         let records = records.max(1);
         // YCSB's `expectednewkeys`: twice the inserts the run should make.
         let expected_new = (operations as f64 * spec.insert * 2.0) as u64;
+        // YCSB's chooser spans 0..=records + expected_new: one more number than the records
+        // it can reach, which it draws again. The span sets the modulus of the hash, so it
+        // must match to the unit for the same keys to be hot (scripts/ycsb-check.sh).
         let zipfian = (spec.distribution == Distribution::Zipfian)
-            .then(|| ScrambledZipfian::new(0, records + expected_new - 1));
+            .then(|| ScrambledZipfian::new(0, records + expected_new));
         let latest =
             (spec.distribution == Distribution::Latest).then(|| SkewedLatest::new(records - 1));
         Requests { spec, records, zipfian, latest, rng: fastrand::Rng::with_seed(seed) }

@@ -130,7 +130,6 @@ impl Store for FjallStore {
 #[cfg(test)]
 mod tests {
     use super::super::driver::{run_all, YcsbConfig};
-    use super::super::WorkloadSpec;
     use super::*;
 
     fn config() -> YcsbConfig {
@@ -138,8 +137,8 @@ mod tests {
             records: 1_000,
             operations: 1_000,
             threads: 2,
-            workloads: WorkloadSpec::CORE.to_vec(),
             seed: 3,
+            ..YcsbConfig::default()
         }
     }
 

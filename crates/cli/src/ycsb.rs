@@ -1,0 +1,436 @@
+//! `tierkv bench ycsb`: YCSB's core workloads on tierkv and, in builds with the `peers`
+//! features, on RocksDB, LMDB, WiredTiger, SQLite, redb and fjall, side by side.
+//!
+//! With `--isolate` or `--memory-limit-mib`, each engine runs in a process of its own (this
+//! binary again, asked for that one engine), so no engine inherits another's heap or page
+//! cache. With `--memory-limit-mib`, that process first joins a memory cgroup made for it,
+//! limited to the given size with the page cache counted, so an engine that reads through
+//! the OS page cache (LMDB, or any engine's buffered reads) is held to the same memory as
+//! one with a cache of its own. The parent collects each child's JSON report.
+//!
+//! Must never: claim a memory limit that was not set, or leave a child's scratch files.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use tierkv_bench::ycsb::driver::{self, EngineRun, PhaseResult, YcsbConfig, YcsbReport};
+use tierkv_bench::ycsb::{plot, WorkloadSpec};
+use tierkv_io::cgroup::MemoryCgroup;
+#[cfg(feature = "c-peers")]
+use tierkv_io::AccessMethod;
+use tierkv_wal::Durability;
+
+use crate::{parse_durability, parse_seconds, ReportArgs, ALLOCATOR};
+
+#[derive(Args)]
+pub(crate) struct YcsbArgs {
+    /// Directory under which the stores are made (default: the system's temporary directory).
+    #[arg(long)]
+    path: Option<PathBuf>,
+    /// Records loaded (10 fields of 100 bytes each).
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Requests per workload, at most (YCSB's operationcount; 0: no count). Default: 100000,
+    /// or with --duration, 0.
+    #[arg(long)]
+    operations: Option<u64>,
+    /// Seconds each workload runs at most (a trailing `s` is accepted); with --operations,
+    /// whichever comes first. The load always runs to the end.
+    #[arg(long, value_parser = parse_seconds)]
+    duration: Option<f64>,
+    /// Operations per second across all threads (YCSB's -target), for the load and the
+    /// workloads; each thread paces itself to its share. Default: as fast as they go.
+    #[arg(long, value_name = "OPS_PER_SEC", value_parser = parse_rate)]
+    target: Option<f64>,
+    /// Requests of each workload run before its measured part, unpaced and not counted.
+    #[arg(long, value_name = "OPERATIONS", default_value_t = 0)]
+    warmup: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Workloads in order, comma-separated letters (a … f).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,d,e")]
+    workloads: Vec<String>,
+    /// Durability of every write: sync, buffered or none.
+    #[arg(long, default_value = "sync")]
+    durability: String,
+    /// Engines, comma-separated: tierkv, rocksdb, lmdb, wiredtiger, sqlite (the `c-peers`
+    /// feature), redb, fjall (the `rust-peers` feature), or `all` for every one built in.
+    /// Each gets the same memory budget (`--cache-mib`).
+    #[arg(long, value_delimiter = ',', default_value = "tierkv")]
+    engines: Vec<String>,
+    /// Run each engine in a process of its own.
+    #[arg(long)]
+    isolate: bool,
+    /// Run each engine in a process of its own, in a memory cgroup limited to this many MiB,
+    /// page cache included (needs a writable cgroup hierarchy, usually root).
+    #[arg(long, value_name = "MIB")]
+    memory_limit_mib: Option<u64>,
+    /// Internal: the cgroup directory a child process joins before it starts.
+    #[arg(long, hide = true)]
+    join_cgroup: Option<PathBuf>,
+    #[command(flatten)]
+    engine: crate::kv::EngineArgs,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+/// A positive, finite rate.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!("{text:?} is not a positive number of operations per second")),
+    }
+}
+
+/// The engines `tierkv bench ycsb` can run in this build, in the order `all` runs them.
+fn built_engines() -> Vec<&'static str> {
+    let mut engines = vec!["tierkv"];
+    if cfg!(feature = "c-peers") {
+        engines.extend(["rocksdb", "lmdb", "wiredtiger", "sqlite"]);
+    }
+    if cfg!(feature = "rust-peers") {
+        engines.extend(["redb", "fjall"]);
+    }
+    engines
+}
+
+pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
+    if let Some(dir) = &args.join_cgroup {
+        MemoryCgroup::join_dir(dir, std::process::id()).map_err(|e| e.to_string())?;
+    }
+    let workloads = args
+        .workloads
+        .iter()
+        .map(|name| {
+            WorkloadSpec::core(name)
+                .ok_or_else(|| format!("unknown workload {name:?}; expected a letter from a to f"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let durability = parse_durability(&args.durability)?;
+    let parent = args.path.clone().unwrap_or_else(std::env::temp_dir);
+    let dir = parent.join(format!("tierkv-ycsb-{}", std::process::id()));
+    if dir.exists() {
+        return Err(format!("{} already exists", dir.display()));
+    }
+    let options = args.engine.apply(tierkv::Options::default());
+    let duration = args.duration.map(Duration::from_secs_f64);
+    let config = YcsbConfig {
+        records: args.records,
+        // YCSB's operationcount 0: no count, the duration alone bounds each workload.
+        operations: args.operations.unwrap_or(if duration.is_some() { 0 } else { 100_000 }),
+        duration,
+        target_ops_per_sec: args.target,
+        warmup_operations: args.warmup,
+        threads: args.threads,
+        workloads,
+        seed: 0x5eed_ca5e,
+        progress: !args.report.quiet,
+        engine: String::new(),
+    };
+    config.check().map_err(|e| format!("{e} (see --operations, --duration, --target)"))?;
+    let built = built_engines();
+    let engines: Vec<String> = match args.engines.as_slice() {
+        [all] if all == "all" => built.iter().map(|e| e.to_string()).collect(),
+        names => names.to_vec(),
+    };
+    if let Some(unknown) = engines.iter().find(|e| !built.contains(&e.as_str())) {
+        return Err(format!(
+            "engine {unknown:?} is not in this build; it has {} (the peers need \
+             `scripts/install-tools.sh` and `cargo build --release -p tierkv-cli --features peers`)",
+            built.join(", ")
+        ));
+    }
+    let limit = args.memory_limit_mib.map(|mib| mib << 20);
+    let isolate = args.isolate || limit.is_some();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let mut runs: Vec<EngineRun> = Vec::new();
+    let mut isolation = "one process for every engine".to_string();
+    for engine in &engines {
+        let engine_dir = dir.join(engine);
+        let run = if isolate {
+            let (run, how) = run_child(engine, &engine_dir, limit);
+            isolation = how;
+            run
+        } else {
+            std::fs::create_dir_all(&engine_dir)
+                .map_err(|e| format!("cannot make {}: {e}", engine_dir.display()))
+                .and_then(|()| {
+                    // The engine's name goes on its progress bars.
+                    let config = YcsbConfig { engine: engine.clone(), ..config.clone() };
+                    ycsb_engine(engine, &engine_dir, &options, durability, &config)
+                })
+        };
+        // Scratch files go whatever happened.
+        let _ = std::fs::remove_dir_all(&engine_dir);
+        match run {
+            Ok(run) => runs.push(run),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!("{engine}: {e}"));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = YcsbReport {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: tierkv_io::machine::machine_info().into(),
+        records: config.records,
+        operations: config.operations,
+        duration_s: args.duration,
+        target_ops_per_sec: config.target_ops_per_sec,
+        warmup_operations: config.warmup_operations,
+        threads: config.threads,
+        durability: args.durability.clone(),
+        cache_bytes: options.cache_size,
+        allocator: ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into()),
+        memory_limit_bytes: limit,
+        isolation,
+        engines: runs,
+    };
+    print_report(&report, &args);
+    if let Some(json) = &args.report.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    }
+    if let Some(dir) = &args.report.plot {
+        for path in plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
+            println!("plot: {}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(report: &YcsbReport, args: &YcsbArgs) {
+    let bound = match (report.operations, report.duration_s) {
+        (0, Some(seconds)) => format!("{seconds} s per workload"),
+        (operations, Some(seconds)) => {
+            format!("{operations} requests or {seconds} s per workload, whichever first")
+        }
+        (operations, None) => format!("{operations} requests per workload"),
+    };
+    let pace = report.target_ops_per_sec.map_or("unpaced".into(), |t| format!("target {t} ops/s"));
+    println!(
+        "YCSB: {} records of 10 × 100 bytes, {bound}, {pace}, {} warm-up requests per \
+         workload, {} thread(s), durability {}, budget {} MiB each, allocator {}",
+        report.records,
+        report.warmup_operations,
+        report.threads,
+        args.durability,
+        report.cache_bytes >> 20,
+        report.allocator
+    );
+    println!("isolation: {}", report.isolation);
+    for run in &report.engines {
+        let peak = run
+            .peak_memory_bytes
+            .map_or(String::new(), |b| format!(", peak memory {:.1} MiB", b as f64 / 1048576.0));
+        println!("\n{}: {}{peak}", run.engine, run.settings);
+        print!("{}", driver::table(&run.phases));
+    }
+    if report.engines.len() > 1 {
+        println!("\nops/s; the last row is tierkv ÷ the best peer");
+        print!("{}", driver::comparison(&report.engines));
+    }
+}
+
+/// The options of this process's command line that a child must not inherit: the engine
+/// list, the isolation, where the stores go (each child gets its own directory) and where
+/// the report goes (the child's goes to the parent).
+const PARENT_ONLY: [&str; 7] =
+    ["--engines", "--isolate", "--memory-limit-mib", "--join-cgroup", "--path", "--json", "--plot"];
+
+/// `args` without the options in `PARENT_ONLY`, in either `--name value` or `--name=value`
+/// form (`--isolate` takes no value).
+fn child_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        let name = arg.split('=').next().unwrap_or(arg);
+        if PARENT_ONLY.contains(&name) {
+            skip_value = !arg.contains('=') && name != "--isolate";
+            continue;
+        }
+        out.push(arg.clone());
+    }
+    out
+}
+
+/// Runs `engine` in a child process of this binary (in a memory cgroup of `limit` bytes
+/// when one is given) and reads back its run. Also returns how the child was isolated.
+fn run_child(engine: &str, dir: &Path, limit: Option<u64>) -> (Result<EngineRun, String>, String) {
+    let name = format!("tierkv-ycsb-{}-{engine}", std::process::id());
+    let group = match limit {
+        None => None,
+        Some(limit) => match MemoryCgroup::create(&name, limit) {
+            Ok(Some(group)) => Some(group),
+            Ok(None) => {
+                let why = "no memory cgroup hierarchy is mounted where this process can see it; \
+                           run without --memory-limit-mib, or where cgroups are writable";
+                return (Err(why.into()), String::new());
+            }
+            Err(e) => return (Err(format!("cannot make a memory cgroup: {e}")), String::new()),
+        },
+    };
+    let how = match &group {
+        Some(group) => format!(
+            "one process per engine, each in a memory cgroup ({:?}) limited to {} MiB, page \
+             cache included, no swap",
+            group.version(),
+            group.limit_bytes() >> 20
+        ),
+        None => "one process per engine".into(),
+    };
+    let run = (|| {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let json = dir.with_extension("json");
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+        let own: Vec<String> = std::env::args().skip(1).collect();
+        let mut command = std::process::Command::new(exe);
+        command.args(child_args(&own)).arg("--engines").arg(engine).arg("--json").arg(&json);
+        command.arg("--path").arg(dir);
+        if let Some(group) = &group {
+            command.arg("--join-cgroup").arg(group.dir());
+        }
+        // The child's table goes to /dev/null: the parent prints every engine's at the end.
+        command.stdout(std::process::Stdio::null());
+        let status = command.status().map_err(|e| format!("cannot start the child: {e}"))?;
+        let oom = group.as_ref().and_then(MemoryCgroup::oom_kills).unwrap_or(0);
+        if !status.success() {
+            let _ = std::fs::remove_file(&json);
+            return Err(if oom > 0 {
+                format!("the kernel's OOM killer stopped it at the memory limit ({status})")
+            } else {
+                format!("its process failed ({status})")
+            });
+        }
+        let text = std::fs::read_to_string(&json)
+            .map_err(|e| format!("cannot read {}: {e}", json.display()))?;
+        let _ = std::fs::remove_file(&json);
+        let report: YcsbReport = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        let mut run = report.engines.into_iter().next().ok_or("the child ran no engine")?;
+        run.peak_memory_bytes = group.as_ref().and_then(MemoryCgroup::peak_bytes);
+        Ok(run)
+    })();
+    (run, how)
+}
+
+/// Runs the YCSB phases on `engine`, made in `dir`, with `options.cache_size` as every
+/// engine's memory budget and `options.read_method == Direct` as direct I/O where the
+/// engine has it.
+fn ycsb_engine(
+    engine: &str,
+    dir: &Path,
+    options: &tierkv::Options,
+    durability: Durability,
+    config: &YcsbConfig,
+) -> Result<EngineRun, String> {
+    let budget = options.cache_size;
+    let mib = budget >> 20;
+    let (phases, settings): (Result<Vec<PhaseResult>, String>, String) = match engine {
+        "tierkv" => {
+            let db = tierkv::Db::open(dir, options.clone()).map_err(|e| e.to_string())?;
+            let store = driver::TierkvStore { db, durability };
+            let phases = driver::run_all(&store, config);
+            store.db.close().map_err(|e| e.to_string())?;
+            let settings = format!(
+                "cache_size {mib} MiB (page cache and memtables), read method {:?}, log {:?}, \
+                 compression {:?}",
+                options.read_method, options.log_backend, options.compression
+            );
+            (phases, settings)
+        }
+        #[cfg(feature = "c-peers")]
+        "rocksdb" => {
+            use tierkv_bench::ycsb::c_peers::RocksStore;
+            let direct = options.read_method == AccessMethod::Direct;
+            let store = RocksStore::open(dir, budget, durability, direct)?;
+            let settings = format!(
+                "{mib} MiB: LRU block cache with index and filter blocks less two memtables of \
+                 {} MiB, bloom 10 bits, no compression, direct I/O {direct}",
+                RocksStore::write_buffer_bytes(budget) >> 20
+            );
+            (driver::run_all(&store, config), settings)
+        }
+        #[cfg(feature = "c-peers")]
+        "lmdb" => {
+            use tierkv_bench::ycsb::c_peers::LmdbStore;
+            let store = LmdbStore::open(dir, 64 << 30, durability, config.threads)?;
+            let settings = "no cache of its own: reads through its mapping (the OS page \
+                            cache); map 64 GiB reserved, read-ahead off"
+                .to_string();
+            (driver::run_all(&store, config), settings)
+        }
+        #[cfg(feature = "c-peers")]
+        "wiredtiger" => {
+            use tierkv_bench::ycsb::c_peers::WiredTigerStore;
+            let direct = options.read_method == AccessMethod::Direct;
+            let store = WiredTigerStore::open(dir, budget, durability, direct, config.threads)?;
+            let settings = format!(
+                "cache_size {mib} MiB, checkpoint every 60 s, no block compression, \
+                 direct_io=[data] {direct}"
+            );
+            (driver::run_all(&store, config), settings)
+        }
+        #[cfg(feature = "c-peers")]
+        "sqlite" => {
+            use tierkv_bench::ycsb::c_peers::SqliteStore;
+            let path = dir.join("ycsb.sqlite");
+            let store = SqliteStore::create(&path, budget, durability, config.threads)?;
+            let settings = format!(
+                "WAL journal, page cache {mib} MiB shared among {} connection(s), no mmap, \
+                 WITHOUT ROWID table",
+                config.threads.max(1)
+            );
+            (driver::run_all(&store, config), settings)
+        }
+        #[cfg(feature = "rust-peers")]
+        "redb" => {
+            use tierkv_bench::ycsb::peers::RedbStore;
+            let store = RedbStore::create(&dir.join("ycsb.redb"), budget, durability)?;
+            (driver::run_all(&store, config), format!("cache {mib} MiB, one table"))
+        }
+        #[cfg(feature = "rust-peers")]
+        "fjall" => {
+            use tierkv_bench::ycsb::peers::FjallStore;
+            let store = FjallStore::open(dir, budget, durability)?;
+            let settings = format!("block cache {mib} MiB, one partition, lz4 (its default)");
+            (driver::run_all(&store, config), settings)
+        }
+        other => (Err(format!("engine {other:?} is not in this build")), String::new()),
+    };
+    Ok(EngineRun { settings, ..EngineRun::new(engine, phases?) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_gets_every_option_but_the_parents_own() {
+        let args: Vec<String> = [
+            "bench",
+            "ycsb",
+            "--records",
+            "10",
+            "--engines",
+            "tierkv,lmdb",
+            "--isolate",
+            "--memory-limit-mib=320",
+            "--json",
+            "out.json",
+            "--plot=plots",
+            "--threads",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(child_args(&args), ["bench", "ycsb", "--records", "10", "--threads", "2"]);
+    }
+}

@@ -5,7 +5,9 @@
  *
  * Every function returns 0 on success (or 1 for "found" where noted) and -1 on an error,
  * with a malloc'ed message in *err that the caller frees with peer_free. Values handed out
- * are malloc'ed copies, freed the same way. The settings of each engine (cache, durability,
+ * are malloc'ed copies, freed the same way. A scan hands each entry to the caller's visit
+ * function while the engine still holds it; the caller copies it out, as every adapter's
+ * scan does (tierkv's included), so that no engine is spared materialising what it read. The settings of each engine (cache, durability,
  * compression, direct I/O) are chosen by the caller and documented there.
  *
  * Must never: hand out a pointer into an engine's memory that outlives its transaction, or
@@ -22,6 +24,10 @@
 #include <wiredtiger.h>
 
 enum { DURABILITY_SYNC = 0, DURABILITY_BUFFERED = 1, DURABILITY_NONE = 2 };
+
+/* Receives one scanned entry; the bytes are valid only during the call. */
+typedef void (*visit_fn)(void *context, const char *key, size_t key_len, const char *value,
+                         size_t value_len);
 
 void peer_free(void *pointer) { free(pointer); }
 
@@ -129,13 +135,15 @@ int peer_rocksdb_get(struct rocks *r, const char *key, size_t key_len, char **va
 
 /* Reads up to count entries from key on; *read says how many. */
 int peer_rocksdb_scan(struct rocks *r, const char *key, size_t key_len, size_t count,
-                      size_t *read, char **err) {
+                      visit_fn visit, void *context, size_t *read, char **err) {
     rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->read);
     *read = 0;
     for (rocksdb_iter_seek(it, key, key_len); *read < count && rocksdb_iter_valid(it);
          rocksdb_iter_next(it)) {
-        size_t len;
-        (void)rocksdb_iter_value(it, &len);
+        size_t k_len, v_len;
+        const char *k = rocksdb_iter_key(it, &k_len);
+        const char *v = rocksdb_iter_value(it, &v_len);
+        visit(context, k, k_len, v, v_len);
         (*read)++;
     }
     char *error = NULL;
@@ -249,8 +257,8 @@ int peer_lmdb_get(struct lmdb *l, const char *key, size_t key_len, char **value,
     return result;
 }
 
-int peer_lmdb_scan(struct lmdb *l, const char *key, size_t key_len, size_t count, size_t *read,
-                   char **err) {
+int peer_lmdb_scan(struct lmdb *l, const char *key, size_t key_len, size_t count,
+                   visit_fn visit, void *context, size_t *read, char **err) {
     MDB_txn *txn;
     MDB_cursor *cursor;
     *read = 0;
@@ -265,6 +273,7 @@ int peer_lmdb_scan(struct lmdb *l, const char *key, size_t key_len, size_t count
     MDB_val k = {key_len, (void *)key}, v;
     rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE);
     while (rc == 0 && *read < count) {
+        visit(context, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
         (*read)++;
         rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT);
     }
@@ -382,9 +391,9 @@ int peer_wt_get(struct wt_session *s, const char *key, size_t key_len, char **va
 }
 
 int peer_wt_scan(struct wt_session *s, const char *key, size_t key_len, size_t count,
-                 size_t *read, char **err) {
+                 visit_fn visit, void *context, size_t *read, char **err) {
     WT_CURSOR *c = s->cursor;
-    WT_ITEM k = {.data = key, .size = key_len}, v;
+    WT_ITEM k = {.data = key, .size = key_len}, found_key, v;
     int exact;
     *read = 0;
     c->set_key(c, &k);
@@ -392,9 +401,12 @@ int peer_wt_scan(struct wt_session *s, const char *key, size_t key_len, size_t c
     if (rc == 0 && exact < 0)
         rc = c->next(c); /* landed before the key: the first at or after it is next */
     while (rc == 0 && *read < count) {
-        rc = c->get_value(c, &v);
+        rc = c->get_key(c, &found_key);
+        if (rc == 0)
+            rc = c->get_value(c, &v);
         if (rc != 0)
             break;
+        visit(context, found_key.data, found_key.size, v.data, v.size);
         (*read)++;
         rc = c->next(c);
     }

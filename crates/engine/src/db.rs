@@ -1129,7 +1129,7 @@ impl Snapshot {
         check_key(key)?;
         self.inner.check_open()?;
         if let Some(found) = self.memtable_get(key) {
-            return Ok(found.value);
+            return Ok(found.value.map(Vec::from));
         }
         match self.version.tree.get(&self.inner.pages, key)? {
             None => Ok(None),

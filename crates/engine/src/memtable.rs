@@ -17,14 +17,16 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
+use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 
 use crate::cache::allocation_bytes;
 
 /// Bytes a version is counted as besides its key's and value's allocations: the skip
-/// list's node (the key's and value's vector headers, the sequence, a reference count and
-/// a tower of one to a few links) as the allocator rounds it.
-const VERSION_OVERHEAD: usize = 96;
+/// list's node (the key's vector header, the value's `Bytes` header, the sequence, a
+/// reference count and a tower of one to a few links) as the allocator rounds it, and the
+/// small shared header a `Bytes` allocates when a reader first clones it.
+const VERSION_OVERHEAD: usize = 128;
 
 /// The versions between two bounds, in order.
 type VersionRange<'a> = crossbeam_skiplist::map::Range<
@@ -32,7 +34,7 @@ type VersionRange<'a> = crossbeam_skiplist::map::Range<
     VersionKey,
     (Bound<VersionKey>, Bound<VersionKey>),
     VersionKey,
-    Option<Vec<u8>>,
+    Option<Bytes>,
 >;
 
 /// A key and the sequence number of one of its versions; ordered by key, then newest first.
@@ -60,14 +62,15 @@ impl PartialOrd for VersionKey {
 pub struct Found {
     /// The version's sequence number.
     pub sequence: u64,
-    /// The value; `None` for a deletion.
-    pub value: Option<Vec<u8>>,
+    /// The value; `None` for a deletion. Shared with the memtable: a clone is a reference
+    /// count, so scans and reads copy a value once, into what they return.
+    pub value: Option<Bytes>,
 }
 
 /// The writes since the last checkpoint (see the module header).
 #[derive(Default)]
 pub struct Memtable {
-    versions: SkipMap<VersionKey, Option<Vec<u8>>>,
+    versions: SkipMap<VersionKey, Option<Bytes>>,
     bytes: AtomicUsize,
 }
 
@@ -84,7 +87,8 @@ impl Memtable {
             + value.map_or(0, |value| allocation_bytes(value.len()))
             + VERSION_OVERHEAD;
         self.bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
-        self.versions.insert(VersionKey { key: key.to_vec(), sequence }, value.map(<[u8]>::to_vec));
+        self.versions
+            .insert(VersionKey { key: key.to_vec(), sequence }, value.map(Bytes::copy_from_slice));
     }
 
     /// Bytes the versions take, roughly (keys, values and per-version overhead).
@@ -178,7 +182,7 @@ impl Memtable {
     }
 
     /// Every key with its newest version, ascending: what a checkpoint writes to the tree.
-    pub fn latest(&self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> + '_ {
+    pub fn latest(&self) -> impl Iterator<Item = (Vec<u8>, Option<Bytes>)> + '_ {
         let mut last: Option<Vec<u8>> = None;
         self.versions.iter().filter_map(move |entry| {
             let key = &entry.key().key;

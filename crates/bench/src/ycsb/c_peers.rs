@@ -36,10 +36,13 @@ use std::sync::Mutex;
 
 use tierkv::Durability;
 
-use super::driver::Store;
+use super::driver::{materialize, Store};
 
 mod ffi {
     use std::ffi::{c_char, c_int, c_void};
+
+    /// The shim's `visit_fn`: one scanned entry, valid during the call.
+    pub type Visit = extern "C" fn(*mut c_void, *const u8, usize, *const u8, usize);
 
     extern "C" {
         pub fn peer_free(pointer: *mut c_void);
@@ -74,6 +77,8 @@ mod ffi {
             key: *const u8,
             key_len: usize,
             count: usize,
+            visit: Visit,
+            context: *mut c_void,
             read: *mut usize,
             err: *mut *mut c_char,
         ) -> c_int;
@@ -107,6 +112,8 @@ mod ffi {
             key: *const u8,
             key_len: usize,
             count: usize,
+            visit: Visit,
+            context: *mut c_void,
             read: *mut usize,
             err: *mut *mut c_char,
         ) -> c_int;
@@ -142,6 +149,8 @@ mod ffi {
             key: *const u8,
             key_len: usize,
             count: usize,
+            visit: Visit,
+            context: *mut c_void,
             read: *mut usize,
             err: *mut *mut c_char,
         ) -> c_int;
@@ -202,11 +211,28 @@ fn get_with(
     Ok(Some(bytes))
 }
 
-/// Calls a shim `scan` and returns how many entries it read.
-fn scan_with(scan: impl FnOnce(*mut usize, *mut *mut c_char) -> c_int) -> Result<usize, String> {
+/// Copies one scanned entry out, as `materialize` does for every adapter.
+extern "C" fn visit_entry(
+    _context: *mut c_void,
+    key: *const u8,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+) {
+    // SAFETY: the shim passes the engine's bytes, valid for the call.
+    let (key, value) = unsafe {
+        (std::slice::from_raw_parts(key, key_len), std::slice::from_raw_parts(value, value_len))
+    };
+    materialize(key, value);
+}
+
+/// Calls a shim `scan` with `visit_entry` and returns how many entries it read.
+fn scan_with(
+    scan: impl FnOnce(ffi::Visit, *mut c_void, *mut usize, *mut *mut c_char) -> c_int,
+) -> Result<usize, String> {
     let mut read = 0usize;
     let mut err = std::ptr::null_mut();
-    check(scan(&mut read, &mut err), err)?;
+    check(scan(visit_entry, std::ptr::null_mut(), &mut read, &mut err), err)?;
     Ok(read)
 }
 
@@ -294,8 +320,17 @@ impl Store for RocksStore {
 
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
         // SAFETY: the key outlives the call.
-        scan_with(|read, err| unsafe {
-            ffi::peer_rocksdb_scan(self.db, from.as_ptr(), from.len(), count, read, err)
+        scan_with(|visit, context, read, err| unsafe {
+            ffi::peer_rocksdb_scan(
+                self.db,
+                from.as_ptr(),
+                from.len(),
+                count,
+                visit,
+                context,
+                read,
+                err,
+            )
         })
     }
 }
@@ -364,8 +399,17 @@ impl Store for LmdbStore {
 
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
         // SAFETY: the key outlives the call.
-        scan_with(|read, err| unsafe {
-            ffi::peer_lmdb_scan(self.env, from.as_ptr(), from.len(), count, read, err)
+        scan_with(|visit, context, read, err| unsafe {
+            ffi::peer_lmdb_scan(
+                self.env,
+                from.as_ptr(),
+                from.len(),
+                count,
+                visit,
+                context,
+                read,
+                err,
+            )
         })
     }
 }
@@ -479,8 +523,17 @@ impl Store for WiredTigerStore {
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
         self.with_session(|session| {
             // SAFETY: this thread alone uses the session; the key outlives the call.
-            scan_with(|read, err| unsafe {
-                ffi::peer_wt_scan(session, from.as_ptr(), from.len(), count, read, err)
+            scan_with(|visit, context, read, err| unsafe {
+                ffi::peer_wt_scan(
+                    session,
+                    from.as_ptr(),
+                    from.len(),
+                    count,
+                    visit,
+                    context,
+                    read,
+                    err,
+                )
             })
         })
     }
@@ -588,7 +641,8 @@ impl Store for SqliteStore {
             )?;
             let mut rows = statement.query(rusqlite::params![from, limit])?;
             let mut read = 0;
-            while rows.next()?.is_some() {
+            while let Some(row) = rows.next()? {
+                materialize(row.get_ref(0)?.as_blob()?, row.get_ref(1)?.as_blob()?);
                 read += 1;
             }
             Ok(read)

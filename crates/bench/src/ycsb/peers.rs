@@ -19,7 +19,7 @@ use std::path::Path;
 
 use tierkv::Durability;
 
-use super::driver::Store;
+use super::driver::{materialize, Store};
 
 fn text(error: impl std::fmt::Display) -> String {
     error.to_string()
@@ -73,7 +73,8 @@ impl Store for RedbStore {
         let table = txn.open_table(TABLE).map_err(text)?;
         let mut read = 0;
         for entry in table.range::<&[u8]>(from..).map_err(text)?.take(count) {
-            entry.map_err(text)?;
+            let (key, value) = entry.map_err(text)?;
+            materialize(key.value(), value.value());
             read += 1;
         }
         Ok(read)
@@ -120,7 +121,8 @@ impl Store for FjallStore {
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
         let mut read = 0;
         for entry in self.partition.range(from.to_vec()..).take(count) {
-            entry.map_err(text)?;
+            let (key, value) = entry.map_err(text)?;
+            materialize(&key, &value);
             read += 1;
         }
         Ok(read)

@@ -14,7 +14,10 @@ fn model_at(versions: &Versions, sequence: u64) -> BTreeMap<Vec<u8>, Found> {
         if *seq <= sequence {
             let newer = model.get(key).is_some_and(|found| found.sequence > *seq);
             if !newer {
-                model.insert(key.clone(), Found { sequence: *seq, value: value.clone() });
+                model.insert(
+                    key.clone(),
+                    Found { sequence: *seq, value: value.clone().map(bytes::Bytes::from) },
+                );
             }
         }
     }
@@ -69,7 +72,7 @@ proptest! {
                 .collect();
             prop_assert_eq!(memtable.scan_back(start, end.as_deref(), sequence, limit), backward);
         }
-        let latest: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+        let latest: Vec<(Vec<u8>, Option<bytes::Bytes>)> =
             model_at(&versions, u64::MAX).into_iter().map(|(k, f)| (k, f.value)).collect();
         prop_assert_eq!(memtable.latest().collect::<Vec<_>>(), latest);
     }

@@ -128,7 +128,7 @@ fn weight(page: &Page) -> usize {
                         .sum::<usize>(),
                     buffer => allocation_bytes(buffer) + SHARED_BUFFER_BYTES,
                 };
-                slots + bytes
+                slots + bytes + allocation_bytes(leaf.heads_bytes())
             }
             Page::Internal(internal) => {
                 allocation_bytes(internal.entries.capacity() * size_of::<(Vec<u8>, u64)>())
@@ -137,6 +137,7 @@ fn weight(page: &Page) -> usize {
                         .iter()
                         .map(|(key, _)| allocation_bytes(key.capacity()))
                         .sum::<usize>()
+                    + allocation_bytes(internal.heads_bytes())
             }
         }
 }
@@ -407,9 +408,12 @@ impl PageStore for BlockPages<'_> {
     /// A page of this session is changed in place; an older one gets a new id, and is
     /// retired.
     fn store(&mut self, id: u64, mut page: Page) -> u64 {
-        if let Page::Leaf(leaf) = &mut page {
-            // The cache keeps it as one buffer, not slices of the pages it was made from.
-            leaf.pack();
+        match &mut page {
+            // The cache keeps it as one buffer, not slices of the pages it was made from
+            // (and with its search heads, as `pack` builds them).
+            Page::Leaf(leaf) => leaf.pack(),
+            // Cached pages do not change, so their separators can have search heads too.
+            Page::Internal(internal) => internal.build_heads(),
         }
         let id = if id >= self.fresh_from {
             id

@@ -351,7 +351,7 @@ impl Db {
         };
         let tree = Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
 
-        let memtable = Memtable::new();
+        let memtable = Memtable::with_capacity(options.memtable_max_bytes());
         let mut replay_error = None;
         let mut replayed_bytes = 0u64;
         let wal_options = WalOptions {
@@ -829,7 +829,7 @@ impl Inner {
             let frozen = Arc::clone(&current.mutable);
             let sequence = self.wal.next_lsn().0 - 1;
             *current = Arc::new(Version {
-                mutable: Arc::new(Memtable::new()),
+                mutable: Arc::new(Memtable::with_capacity(self.options.memtable_max_bytes())),
                 frozen: Some(Arc::clone(&frozen)),
                 tree: current.tree.clone(),
                 epoch: Arc::clone(&current.epoch),
@@ -1025,7 +1025,7 @@ impl Inner {
             let mut parents: Vec<(Vec<u8>, u64)> = Vec::new();
             let mut children = level.into_iter();
             while let Some((up, first_child)) = children.next() {
-                let mut page = InternalPage { first_child, entries: Vec::new() };
+                let mut page = InternalPage::new(first_child, Vec::new());
                 let mut rest = children.as_slice().iter();
                 let mut taken = 0;
                 for (separator, child) in &mut rest {

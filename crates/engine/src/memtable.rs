@@ -10,15 +10,24 @@
 //! within a key, so many writers insert and many readers search and scan at once without a
 //! lock. Nothing is removed: a checkpoint drops the whole memtable once the tree holds it.
 //!
+//! A blocked Bloom filter of the keys (`KeyFilter`, lock-free: bits are only ever set) lets
+//! `get` skip the skip list's descent for a key with no version here, the common case of a
+//! point read of a key the tree holds. It is sized when the memtable is made, for the most
+//! versions its byte budget allows, and counted in `bytes`; a memtable that ends up holding
+//! more only makes it less selective. Scans do not use it: it cannot answer for a range.
+//!
 //! Must never: return a version above the reader's sequence; lose a version inserted before
-//! a reader's sequence was published.
+//! a reader's sequence was published (the key filter may say a key is here when it is not,
+//! never the reverse).
 
 use std::cmp::Ordering;
+use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
+use foldhash::fast::FixedState;
 
 use crate::cache::allocation_bytes;
 
@@ -27,6 +36,29 @@ use crate::cache::allocation_bytes;
 /// reference count and a tower of one to a few links) as the allocator rounds it, and the
 /// small shared header a `Bytes` allocates when a reader first clones it.
 const VERSION_OVERHEAD: usize = 128;
+
+/// Bits of the key filter per version the memtable can hold: with `FILTER_PROBES` bits in
+/// a 512-bit block, about 1.4% of absent keys get through at 10 bits per key, 0.6% at 13
+/// (rounded up to a power of two, a full filter has 10 to 20 bits per version).
+const FILTER_BITS_PER_VERSION: usize = 10;
+
+/// The smallest key filter, in bits (8 KiB): a memtable of the smallest write buffer gets
+/// more than 10 bits per version.
+const FILTER_BITS_MIN: usize = 64 << 10;
+
+/// The largest key filter, in bits (8 MiB): budgets of over about 800 MiB of versions get
+/// fewer than 10 bits per version.
+const FILTER_BITS_MAX: usize = 64 << 20;
+
+/// Bits of the key filter a key sets, all in one block.
+const FILTER_PROBES: u32 = 4;
+
+/// Bits of a key filter's block: one cache line.
+const FILTER_BLOCK_BITS: u32 = 512;
+
+/// The key filter's hash: fixed, so that tests and benchmarks repeat. Keys chosen to
+/// collide only make lookups of absent keys take the skip list, as without a filter.
+const FILTER_HASH: FixedState = FixedState::with_seed(0x6d65_6d74_6162_6c65);
 
 /// The versions between two bounds, in order.
 type VersionRange<'a> = crossbeam_skiplist::map::Range<
@@ -67,17 +99,93 @@ pub struct Found {
     pub value: Option<Bytes>,
 }
 
-/// The writes since the last checkpoint (see the module header).
+/// One cache line of the key filter: a lookup reads one, whatever the filter's size.
 #[derive(Default)]
+#[repr(align(64))]
+struct FilterBlock([AtomicU64; FILTER_BLOCK_BITS as usize / 64]);
+
+/// A blocked Bloom filter of the keys inserted: each key sets `FILTER_PROBES` bits of one
+/// `FilterBlock`. Bits are only ever set, with atomic `fetch_or`, so writers and readers
+/// share it without a lock and a bit once seen stays set.
+struct KeyFilter {
+    /// A power of two of them.
+    blocks: Box<[FilterBlock]>,
+}
+
+impl KeyFilter {
+    /// A filter for `max_versions` versions: `FILTER_BITS_PER_VERSION` bits each, rounded
+    /// up to a power of two, within `FILTER_BITS_MIN..=FILTER_BITS_MAX`.
+    fn with_capacity(max_versions: usize) -> KeyFilter {
+        let bits = max_versions
+            .saturating_mul(FILTER_BITS_PER_VERSION)
+            .clamp(FILTER_BITS_MIN, FILTER_BITS_MAX)
+            .next_power_of_two();
+        let blocks: Box<[FilterBlock]> =
+            (0..bits / FILTER_BLOCK_BITS as usize).map(|_| FilterBlock::default()).collect();
+        assert!(blocks.len().is_power_of_two(), "{} filter blocks", blocks.len());
+        assert!(bits <= FILTER_BITS_MAX, "{bits} filter bits");
+        KeyFilter { blocks }
+    }
+
+    /// Bytes of the filter's allocation.
+    fn size_bytes(&self) -> usize {
+        std::mem::size_of_val::<[FilterBlock]>(&self.blocks)
+    }
+
+    /// The block `key` hashes to, and its `FILTER_PROBES` bits there: (word, mask) each.
+    fn probes(&self, key: &[u8]) -> (&FilterBlock, impl Iterator<Item = (usize, u64)>) {
+        let mut hasher = FILTER_HASH.build_hasher();
+        hasher.write(key);
+        let hash = hasher.finish();
+        // The block from the high half of the hash (at most 17 bits of it), the probes from
+        // bits 0 to 17: independent of each other.
+        let block = &self.blocks[(hash >> 32) as usize & (self.blocks.len() - 1)];
+        // Double hashing: probe i is bit h1 + i * h2 (mod 512); an odd h2 makes the probes
+        // distinct bits.
+        let h1 = hash as u32;
+        let h2 = (hash >> 9) as u32 | 1;
+        let probes = (0..FILTER_PROBES).map(move |i| {
+            let bit = h1.wrapping_add(i.wrapping_mul(h2)) % FILTER_BLOCK_BITS;
+            ((bit / 64) as usize, 1u64 << (bit % 64))
+        });
+        (block, probes)
+    }
+
+    /// Sets `key`'s bits.
+    fn insert(&self, key: &[u8]) {
+        let (block, probes) = self.probes(key);
+        for (word, mask) in probes {
+            // Relaxed: see `Memtable::get` for what orders it before a reader's loads.
+            block.0[word].fetch_or(mask, AtomicOrdering::Relaxed);
+        }
+    }
+
+    /// Whether `key` may have been inserted: false only if it never was (by an insert that
+    /// happens before this call).
+    fn may_contain(&self, key: &[u8]) -> bool {
+        let (block, mut probes) = self.probes(key);
+        probes.all(|(word, mask)| block.0[word].load(AtomicOrdering::Relaxed) & mask != 0)
+    }
+}
+
+/// The writes since the last checkpoint (see the module header).
 pub struct Memtable {
     versions: SkipMap<VersionKey, Option<Bytes>>,
+    /// Every key in `versions`, set before the key's version goes in.
+    filter: KeyFilter,
     bytes: AtomicUsize,
 }
 
 impl Memtable {
-    /// An empty memtable.
-    pub fn new() -> Memtable {
-        Memtable::default()
+    /// An empty memtable for versions of about `max_bytes` in all (as `bytes` counts them,
+    /// at least `VERSION_OVERHEAD` each): its key filter is sized for that many. It may
+    /// take more; the filter then lets more absent keys through, never fewer present ones.
+    pub fn with_capacity(max_bytes: usize) -> Memtable {
+        Memtable {
+            versions: SkipMap::new(),
+            filter: KeyFilter::with_capacity(max_bytes / VERSION_OVERHEAD),
+            bytes: AtomicUsize::new(0),
+        }
     }
 
     /// Adds a version of `key` at `sequence` (a deletion for `None`). One sequence number
@@ -87,13 +195,17 @@ impl Memtable {
             + value.map_or(0, |value| allocation_bytes(value.len()))
             + VERSION_OVERHEAD;
         self.bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
+        // IMPORTANT: the key's filter bits go in before its version, and both before the
+        // caller publishes `sequence` to readers, who then find the bits (see `get`).
+        self.filter.insert(key);
         self.versions
             .insert(VersionKey { key: key.to_vec(), sequence }, value.map(Bytes::copy_from_slice));
     }
 
-    /// Bytes the versions take, roughly (keys, values and per-version overhead).
+    /// Bytes the memtable takes, roughly: its key filter, and its versions' keys, values and
+    /// per-version overhead.
     pub fn bytes(&self) -> usize {
-        self.bytes.load(AtomicOrdering::Relaxed)
+        self.filter.size_bytes() + self.bytes.load(AtomicOrdering::Relaxed)
     }
 
     /// Whether no version was inserted.
@@ -102,7 +214,25 @@ impl Memtable {
     }
 
     /// The newest version of `key` at or below `sequence`.
+    ///
+    /// `sequence` must be published to the caller after every version at or below it was
+    /// inserted: each `insert` of them happens before this call (a Release store and an
+    /// Acquire load of the sequence, or a lock, between them), as in `Db`.
     pub fn get(&self, key: &[u8], sequence: u64) -> Option<Found> {
+        // IMPORTANT: why a filter that says no never hides a version the reader may see,
+        // though its bits are set and loaded Relaxed. In `db.rs`, `Inner::write` inserts a
+        // batch's versions here before it calls `Visibility::publish`, which stores the
+        // visible sequence with Release under its `ahead` mutex (a write published ahead of
+        // an earlier one only goes into `ahead`; whoever later stores a sequence covering it
+        // took that mutex after it), and `Inner::snapshot` loads the visible sequence with
+        // Acquire before the reader gets here. Recovery inserts before the store is shared.
+        // So every `fetch_or` for a version at or below `sequence` happens before the loads
+        // below, and they see its bit (coherence: bits are only ever set). Stronger orderings
+        // on the bits would add nothing: these loads come before the skip-list search, so
+        // no ordering of theirs against the writers' skip-list inserts could matter.
+        if !self.filter.may_contain(key) {
+            return None;
+        }
         let from = VersionKey { key: key.to_vec(), sequence };
         let entry = self.versions.lower_bound(Bound::Included(&from))?;
         (entry.key().key == key)

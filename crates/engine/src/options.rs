@@ -131,6 +131,13 @@ impl Options {
             .unwrap_or((self.cache_size / 8).clamp(MIN_WRITE_BUFFER, MAX_DEFAULT_WRITE_BUFFER))
     }
 
+    /// Bytes one memtable may hold, about: writers wait once the memtables hold twice
+    /// `write_buffer_bytes`, all of which the one taking writes may hold while no
+    /// checkpoint runs. Its key filter is sized for this.
+    pub(crate) fn memtable_max_bytes(&self) -> usize {
+        2 * self.write_buffer_bytes()
+    }
+
     /// Bytes of the page cache: `cache_size` less what the memtables may take.
     pub fn page_cache_bytes(&self) -> usize {
         self.cache_size.saturating_sub(2 * self.write_buffer_bytes())

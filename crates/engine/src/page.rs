@@ -23,6 +23,10 @@ use std::cmp::Ordering;
 
 use bytes::Bytes;
 
+mod heads;
+
+use heads::{KeyHeads, Narrow};
+
 /// The largest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 4096;
 
@@ -105,6 +109,8 @@ pub struct LeafPage {
     /// The encoded page every key and inline value is a slice of, while the entries are
     /// unchanged since it was decoded or packed.
     image: Option<Bytes>,
+    /// The keys' search heads, built with the image and dropped with it.
+    heads: KeyHeads,
 }
 
 impl PartialEq for LeafPage {
@@ -119,7 +125,18 @@ impl Eq for LeafPage {}
 impl LeafPage {
     /// A leaf of `entries` (sorted, no duplicates).
     pub fn new(entries: Vec<(Bytes, Value)>) -> LeafPage {
-        LeafPage { entries, image: None }
+        LeafPage { entries, image: None, heads: KeyHeads::default() }
+    }
+
+    /// A decoded or packed leaf: its image, and its keys' search heads.
+    fn with_image(entries: Vec<(Bytes, Value)>, image: Bytes) -> LeafPage {
+        let heads = KeyHeads::build(entries.iter().map(|(key, _)| key.as_ref()));
+        LeafPage { entries, image: Some(image), heads }
+    }
+
+    /// Bytes of the search heads (0 when there are none).
+    pub fn heads_bytes(&self) -> usize {
+        self.heads.heap_bytes()
     }
 
     /// Bytes of the encoded image the entries are slices of (0 when there is none).
@@ -134,7 +151,7 @@ impl LeafPage {
         if self.image.is_some() {
             return;
         }
-        let page = Page::Leaf(LeafPage { entries: std::mem::take(&mut self.entries), image: None });
+        let page = Page::Leaf(LeafPage::new(std::mem::take(&mut self.entries)));
         let mut starts = Vec::new();
         let image = Bytes::from(encode_with(&page, &mut |at| starts.push(at)));
         // The page built just above.
@@ -150,13 +167,25 @@ impl LeafPage {
             }
         }
         leaf.entries.shrink_to_fit();
-        leaf.image = Some(image);
-        *self = leaf;
+        *self = LeafPage::with_image(leaf.entries, image);
     }
 
     /// The index of `key`, or where it would be inserted.
     pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.as_ref().cmp(key))
+        let plain = |entries: &[(Bytes, Value)]| entries.binary_search_by(|(k, _)| k[..].cmp(key));
+        if self.heads.len() != self.entries.len() || self.entries.is_empty() {
+            return plain(&self.entries);
+        }
+        let found = match self.heads.narrow(key) {
+            Narrow::Below => Err(0),
+            Narrow::Above => Err(self.entries.len()),
+            Narrow::Run(low, high) => match plain(&self.entries[low..high]) {
+                Ok(at) => Ok(low + at),
+                Err(at) => Err(low + at),
+            },
+        };
+        debug_assert_eq!(found, plain(&self.entries), "search heads disagree");
+        found
     }
 
     /// Bytes of the encoded page.
@@ -183,8 +212,9 @@ impl LeafPage {
             size += len(&self.entries[at]);
             at += 1;
         }
-        let right = LeafPage { entries: self.entries.split_off(at), image: None };
+        let right = LeafPage::new(self.entries.split_off(at));
         self.image = None;
+        self.heads = KeyHeads::default();
         let separator = shortest_separator(&self.entries[at - 1].0, &right.entries[0].0);
         (separator, right)
     }
@@ -198,6 +228,7 @@ impl LeafPage {
         });
         self.entries.extend(right.entries);
         self.image = None;
+        self.heads = KeyHeads::default();
     }
 }
 
@@ -215,15 +246,44 @@ pub fn shortest_separator(low: &[u8], high: &[u8]) -> Vec<u8> {
 
 /// An internal page: `first_child`, then separators, each with the child that holds the keys
 /// from it up to the next one.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct InternalPage {
     /// The child holding the keys below the first separator.
     pub first_child: u64,
-    /// Separator keys in strictly ascending order, each with its child.
+    /// Separator keys in strictly ascending order, each with its child. Code that changes a
+    /// decoded page's separators in place goes through the methods below, which drop the
+    /// search heads.
     pub entries: Vec<(Vec<u8>, u64)>,
+    /// The separators' search heads, built when the page is decoded.
+    heads: KeyHeads,
 }
 
+impl PartialEq for InternalPage {
+    /// The same children and separators (with or without search heads).
+    fn eq(&self, other: &InternalPage) -> bool {
+        self.first_child == other.first_child && self.entries == other.entries
+    }
+}
+
+impl Eq for InternalPage {}
+
 impl InternalPage {
+    /// A page of `first_child` and `entries` (separators strictly ascending).
+    pub fn new(first_child: u64, entries: Vec<(Vec<u8>, u64)>) -> InternalPage {
+        InternalPage { first_child, entries, heads: KeyHeads::default() }
+    }
+
+    /// Bytes of the search heads (0 when there are none).
+    pub fn heads_bytes(&self) -> usize {
+        self.heads.heap_bytes()
+    }
+
+    /// Builds the separators' search heads, for a page that will not change from now on
+    /// (a change through the methods below drops them again).
+    pub fn build_heads(&mut self) {
+        self.heads = KeyHeads::build(self.entries.iter().map(|(key, _)| key.as_slice()));
+    }
+
     /// The child whose key range holds `key`.
     pub fn child_for(&self, key: &[u8]) -> u64 {
         self.child_at(self.child_index(key))
@@ -232,7 +292,19 @@ impl InternalPage {
     /// The index of the child whose key range holds `key`: 0 for `first_child`, `n` for
     /// the child of the `n`-th separator.
     pub fn child_index(&self, key: &[u8]) -> usize {
-        self.entries.partition_point(|(separator, _)| separator.as_slice() <= key)
+        let plain = |entries: &[(Vec<u8>, u64)]| {
+            entries.partition_point(|(separator, _)| separator.as_slice() <= key)
+        };
+        if self.heads.len() != self.entries.len() || self.entries.is_empty() {
+            return plain(&self.entries);
+        }
+        let index = match self.heads.narrow(key) {
+            Narrow::Below => 0,
+            Narrow::Above => self.entries.len(),
+            Narrow::Run(low, high) => low + plain(&self.entries[low..high]),
+        };
+        debug_assert_eq!(index, plain(&self.entries), "search heads disagree");
+        index
     }
 
     /// The child at `index` (as `child_index` numbers them).
@@ -267,6 +339,7 @@ impl InternalPage {
         let at = self.entries.partition_point(|(key, _)| key.as_slice() < separator.as_slice());
         debug_assert!(self.entries.get(at).is_none_or(|(key, _)| *key != separator));
         self.entries.insert(at, (separator, child));
+        self.heads = KeyHeads::default();
     }
 
     /// Splits a page of three separators or more in two: this page keeps the lower part, the
@@ -299,8 +372,9 @@ impl InternalPage {
             "invariant: an internal page splits with a separator on each side"
         );
         let mut upper = self.entries.split_off(middle);
+        self.heads = KeyHeads::default();
         let (separator, first_child) = upper.remove(0);
-        (separator, InternalPage { first_child, entries: upper })
+        (separator, InternalPage::new(first_child, upper))
     }
 
     /// Appends `right`, the page after this one under the same parent, whose separator there
@@ -308,6 +382,7 @@ impl InternalPage {
     pub fn merge(&mut self, separator: Vec<u8>, right: InternalPage) {
         self.entries.push((separator, right.first_child));
         self.entries.extend(right.entries);
+        self.heads = KeyHeads::default();
     }
 }
 
@@ -520,7 +595,7 @@ pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
                 };
                 entries.push((key, value));
             }
-            Page::Leaf(LeafPage { entries, image: None })
+            Page::Leaf(LeafPage::new(entries))
         }
         KIND_INTERNAL => {
             let first_child = reader.u64("first child")?;
@@ -529,7 +604,9 @@ pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
                 let key = reader.key(entries.last().map(|(k, _)| k.as_slice()))?;
                 entries.push((bytes[key].to_vec(), reader.u64("child")?));
             }
-            Page::Internal(InternalPage { first_child, entries })
+            let mut page = InternalPage::new(first_child, entries);
+            page.build_heads();
+            Page::Internal(page)
         }
         other => return Err(PageError { offset: 0, detail: format!("unknown page kind {other}") }),
     };
@@ -537,7 +614,7 @@ pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
         return reader.fail(format!("{} bytes after the last entry", bytes.len() - reader.at));
     }
     Ok(match page {
-        Page::Leaf(leaf) => Page::Leaf(LeafPage { image: Some(block), ..leaf }),
+        Page::Leaf(leaf) => Page::Leaf(LeafPage::with_image(leaf.entries, block)),
         internal => internal,
     })
 }

@@ -168,7 +168,7 @@ impl Tree {
         // The root split: a new root above the pieces, which may have to split in turn.
         while !splits.is_empty() {
             let id = store.allocate();
-            let page = InternalPage { first_child: self.root, entries: splits };
+            let page = InternalPage::new(self.root, splits);
             let root = self.store_fitted(store, id, page);
             self.root = root.id;
             splits = root.splits;
@@ -212,10 +212,10 @@ impl Tree {
             Page::Internal(internal) => {
                 // The new version of this page, child by child: each child with changes is
                 // replaced by what it became, followed by the pages it split into.
-                let mut next = InternalPage {
-                    first_child: internal.first_child,
-                    entries: Vec::with_capacity(internal.entries.len() + 1),
-                };
+                let mut next = InternalPage::new(
+                    internal.first_child,
+                    Vec::with_capacity(internal.entries.len() + 1),
+                );
                 let mut underfull = Vec::new();
                 let mut any = false;
                 let mut rest = changes;

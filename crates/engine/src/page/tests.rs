@@ -30,10 +30,10 @@ fn page_strategy() -> impl Strategy<Value = Page> {
         prop::collection::btree_map(key_strategy(), value_strategy(), 0..40)
             .prop_map(|map| Page::Leaf(leaf_of(map))),
         (any::<u64>(), prop::collection::btree_map(key_strategy(), any::<u64>(), 0..40)).prop_map(
-            |(first_child, map)| Page::Internal(InternalPage {
+            |(first_child, map)| Page::Internal(InternalPage::new(
                 first_child,
-                entries: map.into_iter().collect()
-            })
+                map.into_iter().collect()
+            ))
         ),
     ]
 }
@@ -107,8 +107,7 @@ fn the_layout_is_the_documented_one() {
     let mut expected = vec![1, 1, 0, 0, 1, 0, 0, 0];
     expected.extend_from_slice(&[2, 0, 0, 0, b'a', b'b', 0, 3, 0, 0, 0, b'x', b'y', b'z']);
     assert_eq!(encode(&page), expected);
-    let internal =
-        Page::Internal(InternalPage { first_child: 7, entries: vec![(b"m".to_vec(), 9)] });
+    let internal = Page::Internal(InternalPage::new(7, vec![(b"m".to_vec(), 9)]));
     let mut expected = vec![2, 1, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0];
     expected.extend_from_slice(&[1, 0, 0, 0, b'm', 9, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(encode(&internal), expected);
@@ -214,9 +213,8 @@ fn leaf_strategy(min: usize) -> impl Strategy<Value = LeafPage> {
 }
 
 fn internal_strategy(min: usize) -> impl Strategy<Value = InternalPage> {
-    (any::<u64>(), prop::collection::btree_map(key_strategy(), any::<u64>(), min..60)).prop_map(
-        |(first_child, map)| InternalPage { first_child, entries: map.into_iter().collect() },
-    )
+    (any::<u64>(), prop::collection::btree_map(key_strategy(), any::<u64>(), min..60))
+        .prop_map(|(first_child, map)| InternalPage::new(first_child, map.into_iter().collect()))
 }
 
 proptest! {

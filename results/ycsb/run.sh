@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Reproduces results/ycsb/: YCSB A-F on tierkv and its six peers (RocksDB, LMDB, WiredTiger,
+# SQLite, redb, fjall), side by side, in two regimes, each engine in a process of its own:
+# - in memory: 1M records (about 1 GiB), a 3 GiB budget per engine, enough for each to hold
+#   the data in its own cache (LMDB has none: the OS page cache holds it);
+# - out of memory: the same data, a 256 MiB budget per engine, and every engine's process in
+#   a memory cgroup limited to 320 MiB with the page cache counted (needs root, or a writable
+#   cgroup hierarchy), so no engine is served by the OS page cache beyond that limit.
+# Writes are `buffered` for every engine (the log reaches the OS at each write, fsync left to
+# the engine's own schedule; each adapter documents its setting). Each workload runs
+# REQUESTS requests or SECONDS seconds, whichever comes first, after WARMUP warm-up requests.
+# Then runs scripts/ycsb-check.sh, the generator against YCSB's own jar.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash scripts/install-tools.sh
+cargo build --release -p tierkv-cli --features peers
+tierkv=./target/release/tierkv
+out=results/ycsb
+dir=${DATA_DIR:-/tmp/tierkv-ycsb}
+mkdir -p "$dir"
+common=(bench ycsb --engines all --records "${RECORDS:-1000000}" --operations "${REQUESTS:-1000000}"
+    --duration "${SECONDS_PER_WORKLOAD:-30}" --warmup "${WARMUP:-50000}" --threads 2
+    --workloads a,b,c,f,d,e --durability buffered --path "$dir" --quiet)
+for regime in ${REGIMES:-in-memory out-of-memory}; do
+    case $regime in
+        in-memory) limits=(--cache-mib 3072 --isolate) ;;
+        out-of-memory) limits=(--cache-mib 256 --memory-limit-mib 320) ;;
+    esac
+    $tierkv "${common[@]}" "${limits[@]}" --json $out/$regime.json --plot $out/plots-$regime |
+        tee $out/$regime.txt
+done
+rmdir "$dir" 2>/dev/null || true
+bash scripts/ycsb-check.sh | tee $out/generator-check.txt

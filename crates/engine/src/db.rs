@@ -41,7 +41,7 @@
 //! record cover a sequence number the log has not made durable; delete a block a live
 //! snapshot can reach; let a reader see part of a batch.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -1258,11 +1258,11 @@ impl Iter {
         let version = &*snapshot.version;
         let chunk = self.chunk;
         self.chunk = (chunk * 2).min(ITER_CHUNK_MAX);
+        let backward = self.backward;
         let (low, high) = (self.low.as_slice(), self.high.as_deref());
-        let mut merged: BTreeMap<Vec<u8>, Candidate> = BTreeMap::new();
         // The last key of each source that filled its chunk: beyond it, it may hold more.
         let mut horizon: Option<Vec<u8>> = None;
-        let mut bound = |last: Option<&Vec<u8>>, full: bool, backward: bool| {
+        let mut bound = |last: Option<&Vec<u8>>, full: bool| {
             if let (true, Some(last)) = (full, last) {
                 let nearer =
                     horizon.as_ref().is_none_or(|h| if backward { last > h } else { last < h });
@@ -1271,68 +1271,87 @@ impl Iter {
                 }
             }
         };
-        let mut tree_entries: Vec<(Vec<u8>, Value)> = Vec::new();
+        // Each source's chunk, in the scan's direction: the tree's, then each memtable's.
+        let mut sources: Vec<Vec<(Vec<u8>, Candidate)>> = Vec::with_capacity(3);
+        let mut tree_entries: Vec<(Vec<u8>, Candidate)> = Vec::new();
         let mut visit = |key: &[u8], value: &Value| {
-            let inside = if self.backward { key >= low } else { high.is_none_or(|h| key < h) };
+            let inside = if backward { key >= low } else { high.is_none_or(|h| key < h) };
             if inside {
-                tree_entries.push((key.to_vec(), value.clone()));
+                tree_entries.push((key.to_vec(), Candidate::Tree(value.clone())));
             }
             inside && tree_entries.len() < chunk
         };
-        if self.backward {
+        if backward {
             version.tree.scan_back(&snapshot.inner.pages, high, &mut visit)?;
         } else {
             version.tree.scan(&snapshot.inner.pages, low, &mut visit)?;
         }
-        bound(tree_entries.last().map(|(k, _)| k), tree_entries.len() == chunk, self.backward);
-        for (key, value) in tree_entries {
-            merged.insert(key, Candidate::Tree(value));
-        }
+        bound(tree_entries.last().map(|(k, _)| k), tree_entries.len() == chunk);
+        sources.push(tree_entries);
         for memtable in std::iter::once(&version.mutable).chain(version.frozen.as_ref()) {
-            let entries = if self.backward {
+            let entries = if backward {
                 memtable.scan_back(low, high, snapshot.sequence, chunk)
             } else {
                 memtable.scan(low, high, snapshot.sequence, chunk)
             };
-            bound(entries.last().map(|(k, _)| k), entries.len() == chunk, self.backward);
-            for (key, found) in entries {
-                let newer = match merged.get(&key) {
-                    Some(Candidate::Memtable(other)) => found.sequence > other.sequence,
-                    _ => true,
+            bound(entries.last().map(|(k, _)| k), entries.len() == chunk);
+            sources.push(
+                entries.into_iter().map(|(k, found)| (k, Candidate::Memtable(found))).collect(),
+            );
+        }
+        let certain = |key: &[u8]| match &horizon {
+            None => true,
+            Some(h) if backward => key >= h.as_slice(),
+            Some(h) => key <= h.as_slice(),
+        };
+        // A merge of the sorted chunks: at each step the key that comes first in the scan's
+        // direction; where sources share it, a memtable's version beats the tree's, and the
+        // newer of two memtables' wins.
+        let first = |a: &[u8], b: &[u8]| if backward { a > b } else { a < b };
+        let mut cursors: Vec<_> =
+            sources.into_iter().map(|source| source.into_iter().peekable()).collect();
+        loop {
+            // The cursor whose next key comes first.
+            let mut lead: Option<(usize, &[u8])> = None;
+            for (at, cursor) in cursors.iter_mut().enumerate() {
+                if let Some((key, _)) = cursor.peek() {
+                    if lead.is_none_or(|(_, lead_key)| first(key, lead_key)) {
+                        lead = Some((at, key.as_slice()));
+                    }
+                }
+            }
+            let Some((lead, lead_key)) = lead else { break };
+            if !certain(lead_key) {
+                break;
+            }
+            let Some((key, mut best)) = cursors[lead].next() else { break };
+            for cursor in &mut cursors {
+                if cursor.peek().is_none_or(|(k, _)| *k != key) {
+                    continue;
+                }
+                let Some((_, candidate)) = cursor.next() else { continue };
+                let newer = match (&best, &candidate) {
+                    (Candidate::Tree(_), Candidate::Memtable(_)) => true,
+                    (Candidate::Memtable(old), Candidate::Memtable(new)) => {
+                        new.sequence > old.sequence
+                    }
+                    (_, Candidate::Tree(_)) => false,
                 };
                 if newer {
-                    merged.insert(key, Candidate::Memtable(found));
+                    best = candidate;
                 }
             }
-        }
-        let certain = |key: &Vec<u8>| match &horizon {
-            None => true,
-            Some(h) => {
-                if self.backward {
-                    key >= h
-                } else {
-                    key <= h
-                }
-            }
-        };
-        let mut keep: Vec<(Vec<u8>, Value)> = merged
-            .into_iter()
-            .filter(|(key, _)| certain(key))
-            .filter_map(|(key, candidate)| match candidate {
-                Candidate::Tree(value) => Some((key, value)),
+            match best {
+                Candidate::Tree(value) => self.buffer.push_back((key, value)),
                 Candidate::Memtable(Found { value: Some(value), .. }) => {
-                    Some((key, Value::inline(value)))
+                    self.buffer.push_back((key, Value::inline(value)));
                 }
-                Candidate::Memtable(Found { value: None, .. }) => None,
-            })
-            .collect();
-        if self.backward {
-            keep.reverse();
+                Candidate::Memtable(Found { value: None, .. }) => {}
+            }
         }
-        self.buffer.extend(keep);
         match horizon {
             None => self.done = true,
-            Some(h) if self.backward => self.high = Some(h),
+            Some(h) if backward => self.high = Some(h),
             Some(h) => self.low = successor(&h),
         }
         Ok(())

@@ -19,7 +19,7 @@ out=results/ycsb
 dir=${DATA_DIR:-/tmp/tierkv-ycsb}
 mkdir -p "$dir"
 common=(bench ycsb --engines all --records "${RECORDS:-1000000}" --operations "${REQUESTS:-1000000}"
-    --duration "${SECONDS_PER_WORKLOAD:-30}" --warmup "${WARMUP:-50000}" --threads 2
+    --duration "${SECONDS_PER_WORKLOAD:-20}" --warmup "${WARMUP:-20000}" --threads 2
     --workloads a,b,c,f,d,e --durability buffered --path "$dir" --quiet)
 for regime in ${REGIMES:-in-memory out-of-memory}; do
     case $regime in

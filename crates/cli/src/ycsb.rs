@@ -165,13 +165,14 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         };
         // Scratch files go whatever happened.
         let _ = std::fs::remove_dir_all(&engine_dir);
-        match run {
-            Ok(run) => runs.push(run),
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(format!("{engine}: {e}"));
-            }
-        }
+        // An engine that fails (or whose process the kernel kills at the memory limit) is
+        // recorded as failed, and the others still run.
+        runs.push(
+            run.unwrap_or_else(|e| EngineRun {
+                failure: Some(e),
+                ..EngineRun::new(engine, vec![])
+            }),
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
     let report = YcsbReport {
@@ -199,6 +200,12 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         for path in plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", path.display());
         }
+    }
+    let failed: Vec<&str> =
+        report.engines.iter().filter(|run| run.failure.is_some()).map(|run| &*run.engine).collect();
+    if !failed.is_empty() {
+        eprintln!("error: {} failed (the report records why)", failed.join(", "));
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -228,7 +235,10 @@ fn print_report(report: &YcsbReport, args: &YcsbArgs) {
             .peak_memory_bytes
             .map_or(String::new(), |b| format!(", peak memory {:.1} MiB", b as f64 / 1048576.0));
         println!("\n{}: {}{peak}", run.engine, run.settings);
-        print!("{}", driver::table(&run.phases));
+        match &run.failure {
+            Some(failure) => println!("failed: {failure}"),
+            None => print!("{}", driver::table(&run.phases)),
+        }
     }
     if report.engines.len() > 1 {
         println!("\nops/s; the last row is tierkv ÷ the best peer");

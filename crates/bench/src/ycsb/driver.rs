@@ -749,17 +749,21 @@ pub struct EngineRun {
     /// The most memory its process's cgroup used, page cache included, when it ran in one.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// Why the engine did not finish, when it failed (its phases are then empty).
+    #[serde(default)]
+    pub failure: Option<String>,
     /// The load, then each workload.
     pub phases: Vec<PhaseResult>,
 }
 
 impl EngineRun {
-    /// A run of `engine` with no settings or memory recorded.
+    /// A run of `engine` with no settings, memory or failure recorded.
     pub fn new(engine: &str, phases: Vec<PhaseResult>) -> EngineRun {
         EngineRun {
             engine: engine.into(),
             settings: String::new(),
             peak_memory_bytes: None,
+            failure: None,
             phases,
         }
     }
@@ -808,8 +812,10 @@ pub struct YcsbReport {
 /// in each column (when tierkv and a peer both ran).
 pub fn comparison(runs: &[EngineRun]) -> String {
     use std::fmt::Write as _;
+    // The columns of the first engine that ran (one that failed has no phases).
     let phases: Vec<String> = runs
-        .first()
+        .iter()
+        .find(|run| !run.phases.is_empty())
         .map(|run| run.phases.iter().map(|p| p.phase.clone()).collect())
         .unwrap_or_default();
     let rate = |phases: &[PhaseResult], name: &str| {
@@ -926,6 +932,13 @@ mod tests {
         assert!(text.lines().any(|l| l.starts_with("fjall") && l.trim_end().ends_with('-')));
         // One engine alone: no ratio row.
         assert!(!comparison(&runs[..1]).contains("ratio"));
+        // tierkv failed (no phases): the columns come from the peers, its cells are empty.
+        let failed = vec![run("tierkv", Vec::new()), runs[1].clone()];
+        let text = comparison(&failed);
+        let header = text.lines().next().expect("header");
+        assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["engine", "a", "c"]);
+        let ratio = text.lines().find(|l| l.starts_with("ratio")).expect("ratio row");
+        assert_eq!(ratio.split_whitespace().collect::<Vec<_>>(), ["ratio", "-", "-"]);
     }
 
     #[test]

@@ -194,14 +194,48 @@ fn check(rc: c_int, err: *mut c_char) -> Result<c_int, String> {
     }
 }
 
-/// Calls a shim `get` and copies the value out.
-fn get_with(
-    get: impl FnOnce(*mut *mut u8, *mut usize, *mut *mut c_char) -> c_int,
-) -> Result<Option<Vec<u8>>, String> {
+/// A shim `get`: 1 with a malloc'ed copy of the value, 0 when absent, -1 on an error.
+type GetFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const u8,
+    usize,
+    *mut *mut u8,
+    *mut usize,
+    *mut *mut c_char,
+) -> c_int;
+
+/// A shim `put`.
+type PutFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const u8,
+    usize,
+    *const u8,
+    usize,
+    *mut *mut c_char,
+) -> c_int;
+
+/// A shim `scan`.
+type ScanFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const u8,
+    usize,
+    usize,
+    ffi::Visit,
+    *mut c_void,
+    *mut usize,
+    *mut *mut c_char,
+) -> c_int;
+
+/// Reads `key` through `get` on `handle` (open, and used by this thread alone when the
+/// engine's handles are single-threaded) and copies the value out.
+fn c_read(handle: *mut c_void, get: GetFn, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
     let mut value: *mut u8 = std::ptr::null_mut();
     let mut len = 0usize;
     let mut err = std::ptr::null_mut();
-    if check(get(&mut value, &mut len, &mut err), err)? == 0 {
+    // SAFETY: the handle is open (the caller's contract); the key outlives the call and the
+    // out pointers are ours.
+    let rc = unsafe { get(handle, key.as_ptr(), key.len(), &mut value, &mut len, &mut err) };
+    if check(rc, err)? == 0 {
         return Ok(None);
     }
     // SAFETY: on "found" the shim set `value` to a malloc'ed copy of `len` bytes.
@@ -209,6 +243,14 @@ fn get_with(
     // SAFETY: that copy is ours and freed once.
     unsafe { ffi::peer_free(value.cast()) };
     Ok(Some(bytes))
+}
+
+/// Writes `key` = `value` through `put` on `handle` (as `c_read`).
+fn c_write(handle: *mut c_void, put: PutFn, key: &[u8], value: &[u8]) -> Result<(), String> {
+    let mut err = std::ptr::null_mut();
+    // SAFETY: as in `c_read`; the shim copies key and value before it returns.
+    let rc = unsafe { put(handle, key.as_ptr(), key.len(), value.as_ptr(), value.len(), &mut err) };
+    check(rc, err).map(drop)
 }
 
 /// Copies one scanned entry out, as `materialize` does for every adapter.
@@ -226,20 +268,18 @@ extern "C" fn visit_entry(
     materialize(key, value);
 }
 
-/// Calls a shim `scan` with `visit_entry` and returns how many entries it read.
-fn scan_with(
-    scan: impl FnOnce(ffi::Visit, *mut c_void, *mut usize, *mut *mut c_char) -> c_int,
-) -> Result<usize, String> {
+/// Scans up to `count` entries from `from` through `scan` on `handle` (as `c_read`), each
+/// copied out by `visit_entry`; returns how many it read.
+fn c_scan(handle: *mut c_void, scan: ScanFn, from: &[u8], count: usize) -> Result<usize, String> {
     let mut read = 0usize;
     let mut err = std::ptr::null_mut();
-    check(scan(visit_entry, std::ptr::null_mut(), &mut read, &mut err), err)?;
+    let context = std::ptr::null_mut();
+    // SAFETY: as in `c_read`; `visit_entry` only reads the bytes it is passed.
+    let rc = unsafe {
+        scan(handle, from.as_ptr(), from.len(), count, visit_entry, context, &mut read, &mut err)
+    };
+    check(rc, err)?;
     Ok(read)
-}
-
-/// Calls a shim `put`.
-fn put_with(put: impl FnOnce(*mut *mut c_char) -> c_int) -> Result<(), String> {
-    let mut err = std::ptr::null_mut();
-    check(put(&mut err), err).map(drop)
 }
 
 /// RocksDB behind the driver.
@@ -298,40 +338,15 @@ impl Drop for RocksStore {
 
 impl Store for RocksStore {
     fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        // SAFETY: the key outlives the call; the out pointers are the helper's.
-        get_with(|value, len, err| unsafe {
-            ffi::peer_rocksdb_get(self.db, key.as_ptr(), key.len(), value, len, err)
-        })
+        c_read(self.db, ffi::peer_rocksdb_get, key)
     }
 
     fn write(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        // SAFETY: key and value outlive the call, which copies them.
-        put_with(|err| unsafe {
-            ffi::peer_rocksdb_put(
-                self.db,
-                key.as_ptr(),
-                key.len(),
-                value.as_ptr(),
-                value.len(),
-                err,
-            )
-        })
+        c_write(self.db, ffi::peer_rocksdb_put, key, value)
     }
 
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
-        // SAFETY: the key outlives the call.
-        scan_with(|visit, context, read, err| unsafe {
-            ffi::peer_rocksdb_scan(
-                self.db,
-                from.as_ptr(),
-                from.len(),
-                count,
-                visit,
-                context,
-                read,
-                err,
-            )
-        })
+        c_scan(self.db, ffi::peer_rocksdb_scan, from, count)
     }
 }
 
@@ -384,33 +399,15 @@ impl Drop for LmdbStore {
 
 impl Store for LmdbStore {
     fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        // SAFETY: the key outlives the call; the value is copied before its txn ends.
-        get_with(|value, len, err| unsafe {
-            ffi::peer_lmdb_get(self.env, key.as_ptr(), key.len(), value, len, err)
-        })
+        c_read(self.env, ffi::peer_lmdb_get, key)
     }
 
     fn write(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        // SAFETY: key and value outlive the call.
-        put_with(|err| unsafe {
-            ffi::peer_lmdb_put(self.env, key.as_ptr(), key.len(), value.as_ptr(), value.len(), err)
-        })
+        c_write(self.env, ffi::peer_lmdb_put, key, value)
     }
 
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
-        // SAFETY: the key outlives the call.
-        scan_with(|visit, context, read, err| unsafe {
-            ffi::peer_lmdb_scan(
-                self.env,
-                from.as_ptr(),
-                from.len(),
-                count,
-                visit,
-                context,
-                read,
-                err,
-            )
-        })
+        c_scan(self.env, ffi::peer_lmdb_scan, from, count)
     }
 }
 
@@ -503,39 +500,15 @@ impl Drop for WiredTigerStore {
 
 impl Store for WiredTigerStore {
     fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        self.with_session(|session| {
-            // SAFETY: this thread alone uses the session; the key outlives the call.
-            get_with(|value, len, err| unsafe {
-                ffi::peer_wt_get(session, key.as_ptr(), key.len(), value, len, err)
-            })
-        })
+        self.with_session(|session| c_read(session, ffi::peer_wt_get, key))
     }
 
     fn write(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.with_session(|session| {
-            // SAFETY: this thread alone uses the session; key and value outlive the call.
-            put_with(|err| unsafe {
-                ffi::peer_wt_put(session, key.as_ptr(), key.len(), value.as_ptr(), value.len(), err)
-            })
-        })
+        self.with_session(|session| c_write(session, ffi::peer_wt_put, key, value))
     }
 
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
-        self.with_session(|session| {
-            // SAFETY: this thread alone uses the session; the key outlives the call.
-            scan_with(|visit, context, read, err| unsafe {
-                ffi::peer_wt_scan(
-                    session,
-                    from.as_ptr(),
-                    from.len(),
-                    count,
-                    visit,
-                    context,
-                    read,
-                    err,
-                )
-            })
-        })
+        self.with_session(|session| c_scan(session, ffi::peer_wt_scan, from, count))
     }
 }
 

@@ -8,6 +8,10 @@
 #   cgroup hierarchy), so no engine is served by the OS page cache beyond that limit. (At
 #   320 MiB, the budget plus tierkv's own 64 MiB bound, the kernel killed tierkv's process:
 #   the cgroup counts the page cache of every file written, dirty pages included.)
+# Every engine allocates with the binary's jemalloc (with the peers built in, it replaces
+# malloc for the C libraries too; under glibc's malloc WiredTiger's process grew to 3× its
+# cache_size and was killed at the limit). Each engine's own (anonymous) memory is sampled
+# and reported beside its cgroup's peak.
 # Writes are `buffered` for every engine (the log reaches the OS at each write, fsync left to
 # the engine's own schedule; each adapter documents its setting). Each workload runs
 # REQUESTS requests or SECONDS seconds, whichever comes first, after WARMUP warm-up requests.

@@ -13,13 +13,26 @@
 //!   thread.
 //! - Without: glibc's malloc limited to one arena (`tierkv_io::machine::limit_malloc_arenas`),
 //!   unless `MALLOC_ARENA_MAX` is set.
+//!
+//! With the `c-peers` feature, jemalloc's symbols are unprefixed: it replaces `malloc` in the
+//! whole process, so RocksDB, LMDB, WiredTiger and SQLite allocate with it as well, and a
+//! comparison's allocator is the same for every engine. (Under glibc's malloc, WiredTiger's
+//! resident memory reached 3× its `cache_size` in the out-of-memory YCSB regime.)
 
-/// jemalloc's options, read when it starts (`_rjem_` is the crate's symbol prefix). A thin
-/// pointer to a NUL-terminated string, as jemalloc's `const char *malloc_conf` is.
+/// jemalloc's options, read when it starts (`_rjem_` is the crate's symbol prefix, absent
+/// when the C peers are built in). A thin pointer to a NUL-terminated string, as jemalloc's
+/// `const char *malloc_conf` is.
 #[cfg(feature = "jemalloc")]
 #[allow(non_upper_case_globals)]
-#[export_name = "_rjem_malloc_conf"]
+#[cfg_attr(not(feature = "c-peers"), export_name = "_rjem_malloc_conf")]
+#[cfg_attr(feature = "c-peers", export_name = "malloc_conf")]
 pub static malloc_conf: &[u8; JEMALLOC_OPTIONS.len()] = JEMALLOC_OPTIONS;
+
+/// The variable jemalloc reads its options from, after `malloc_conf`.
+#[cfg(all(feature = "jemalloc", not(feature = "c-peers")))]
+const OPTIONS_VARIABLE: &str = "_RJEM_MALLOC_CONF";
+#[cfg(all(feature = "jemalloc", feature = "c-peers"))]
+const OPTIONS_VARIABLE: &str = "MALLOC_CONF";
 
 #[cfg(feature = "jemalloc")]
 const JEMALLOC_OPTIONS: &[u8; 70] =
@@ -35,9 +48,12 @@ pub fn configure() -> String {
     #[cfg(feature = "jemalloc")]
     {
         // The options in words (`JEMALLOC_OPTIONS` has them exactly).
-        let options = "1 arena, freed pages purged within 1 s";
-        match std::env::var("_RJEM_MALLOC_CONF") {
-            Ok(set) => format!("jemalloc, {options}, then _RJEM_MALLOC_CONF={set}"),
+        let mut options = "1 arena, freed pages purged within 1 s".to_string();
+        if cfg!(feature = "c-peers") {
+            options += ", for the C libraries too";
+        }
+        match std::env::var(OPTIONS_VARIABLE) {
+            Ok(set) => format!("jemalloc, {options}, then {OPTIONS_VARIABLE}={set}"),
             Err(_) => format!("jemalloc, {options}"),
         }
     }

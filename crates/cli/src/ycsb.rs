@@ -18,6 +18,7 @@ use clap::Args;
 use tierkv_bench::ycsb::driver::{self, EngineRun, PhaseResult, YcsbConfig, YcsbReport};
 use tierkv_bench::ycsb::{plot, WorkloadSpec};
 use tierkv_io::cgroup::MemoryCgroup;
+use tierkv_io::machine::process_memory_of;
 #[cfg(feature = "c-peers")]
 use tierkv_io::AccessMethod;
 use tierkv_wal::Durability;
@@ -146,13 +147,27 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
     let limit = args.memory_limit_mib.map(|mib| mib << 20);
     let isolate = args.isolate || limit.is_some();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-    let mut runs: Vec<EngineRun> = Vec::new();
-    let mut isolation = "one process for every engine".to_string();
+    let mut report = YcsbReport {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: tierkv_io::machine::machine_info().into(),
+        records: config.records,
+        operations: config.operations,
+        duration_s: args.duration,
+        target_ops_per_sec: config.target_ops_per_sec,
+        warmup_operations: config.warmup_operations,
+        threads: config.threads,
+        durability: args.durability.clone(),
+        cache_bytes: options.cache_size,
+        allocator: ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into()),
+        memory_limit_bytes: limit,
+        isolation: "one process for every engine".into(),
+        engines: Vec::new(),
+    };
     for engine in &engines {
         let engine_dir = dir.join(engine);
         let run = if isolate {
             let (run, how) = run_child(engine, &engine_dir, limit);
-            isolation = how;
+            report.isolation = how;
             run
         } else {
             std::fs::create_dir_all(&engine_dir)
@@ -167,31 +182,20 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         let _ = std::fs::remove_dir_all(&engine_dir);
         // An engine that fails (or whose process the kernel kills at the memory limit) is
         // recorded as failed, and the others still run.
-        runs.push(
-            run.unwrap_or_else(|e| EngineRun {
-                failure: Some(e),
-                ..EngineRun::new(engine, vec![])
-            }),
-        );
+        let run = run
+            .unwrap_or_else(|e| EngineRun { failure: Some(e), ..EngineRun::new(engine, vec![]) });
+        // Each engine's table prints as soon as it is done (the whole run can take an hour).
+        if report.engines.is_empty() {
+            print_header(&report);
+        }
+        print_engine(&run);
+        report.engines.push(run);
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let report = YcsbReport {
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: tierkv_io::machine::machine_info().into(),
-        records: config.records,
-        operations: config.operations,
-        duration_s: args.duration,
-        target_ops_per_sec: config.target_ops_per_sec,
-        warmup_operations: config.warmup_operations,
-        threads: config.threads,
-        durability: args.durability.clone(),
-        cache_bytes: options.cache_size,
-        allocator: ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into()),
-        memory_limit_bytes: limit,
-        isolation,
-        engines: runs,
-    };
-    print_report(&report, &args);
+    if report.engines.len() > 1 {
+        println!("\nops/s; the last row is tierkv ÷ the best peer");
+        print!("{}", driver::comparison(&report.engines));
+    }
     if let Some(json) = &args.report.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
@@ -210,7 +214,8 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_report(report: &YcsbReport, args: &YcsbArgs) {
+/// The run's settings, before the first engine's table.
+fn print_header(report: &YcsbReport) {
     let bound = match (report.operations, report.duration_s) {
         (0, Some(seconds)) => format!("{seconds} s per workload"),
         (operations, Some(seconds)) => {
@@ -225,25 +230,34 @@ fn print_report(report: &YcsbReport, args: &YcsbArgs) {
         report.records,
         report.warmup_operations,
         report.threads,
-        args.durability,
+        report.durability,
         report.cache_bytes >> 20,
         report.allocator
     );
     println!("isolation: {}", report.isolation);
-    for run in &report.engines {
-        let peak = run
-            .peak_memory_bytes
-            .map_or(String::new(), |b| format!(", peak memory {:.1} MiB", b as f64 / 1048576.0));
-        println!("\n{}: {}{peak}", run.engine, run.settings);
-        match &run.failure {
-            Some(failure) => println!("failed: {failure}"),
-            None => print!("{}", driver::table(&run.phases)),
+}
+
+/// One engine's settings, memory and table (or why it failed).
+fn print_engine(run: &EngineRun) {
+    let mib = |bytes: u64| bytes as f64 / 1048576.0;
+    let mut memory = String::new();
+    if let Some(peak) = run.peak_memory_bytes {
+        memory += &format!(", peak memory {:.1} MiB", mib(peak));
+    }
+    match (run.peak_memory_bytes, run.peak_anon_bytes) {
+        (Some(_), Some(anon)) => {
+            memory += &format!(" ({:.1} MiB its own, the rest page cache)", mib(anon))
         }
+        (None, Some(anon)) => memory += &format!(", peak anonymous memory {:.1} MiB", mib(anon)),
+        _ => {}
     }
-    if report.engines.len() > 1 {
-        println!("\nops/s; the last row is tierkv ÷ the best peer");
-        print!("{}", driver::comparison(&report.engines));
+    println!("\n{}: {}{memory}", run.engine, run.settings);
+    match &run.failure {
+        Some(failure) => println!("failed: {failure}"),
+        None => print!("{}", driver::table(&run.phases)),
     }
+    // Seen at once even when stdout is a pipe (`| tee`).
+    let _ = std::io::Write::flush(&mut std::io::stdout());
 }
 
 /// The options of this process's command line that a child must not inherit: the engine
@@ -307,14 +321,35 @@ fn run_child(engine: &str, dir: &Path, limit: Option<u64>) -> (Result<EngineRun,
         if let Some(group) = &group {
             command.arg("--join-cgroup").arg(group.dir());
         }
-        // The child's table goes to /dev/null: the parent prints every engine's at the end.
+        // The child's table goes to /dev/null: the parent prints it once the child is done.
         command.stdout(std::process::Stdio::null());
-        let status = command.status().map_err(|e| format!("cannot start the child: {e}"))?;
+        let mut child = command.spawn().map_err(|e| format!("cannot start the child: {e}"))?;
+        // The cgroup's own peak counts the page cache, which fills any group to its limit;
+        // the anonymous memory, sampled here (the group's, or without one the child's), is
+        // the engine's own.
+        let mut peak_anon = None;
+        let status = loop {
+            let anon = match &group {
+                Some(group) => group.anon_bytes(),
+                None => process_memory_of(child.id()).and_then(|memory| memory.anon_bytes),
+            };
+            if let Some(anon) = anon {
+                peak_anon = peak_anon.max(Some(anon));
+            }
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => return Err(format!("cannot wait for the child: {e}")),
+            }
+        };
         let oom = group.as_ref().and_then(MemoryCgroup::oom_kills).unwrap_or(0);
         if !status.success() {
             let _ = std::fs::remove_file(&json);
             return Err(if oom > 0 {
-                format!("the kernel's OOM killer stopped it at the memory limit ({status})")
+                let anon = peak_anon.map_or(String::new(), |bytes| {
+                    format!(", with {:.1} MiB of its own memory", bytes as f64 / 1048576.0)
+                });
+                format!("the kernel's OOM killer stopped it at the memory limit ({status}{anon})")
             } else {
                 format!("its process failed ({status})")
             });
@@ -325,6 +360,7 @@ fn run_child(engine: &str, dir: &Path, limit: Option<u64>) -> (Result<EngineRun,
         let report: YcsbReport = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         let mut run = report.engines.into_iter().next().ok_or("the child ran no engine")?;
         run.peak_memory_bytes = group.as_ref().and_then(MemoryCgroup::peak_bytes);
+        run.peak_anon_bytes = peak_anon;
         Ok(run)
     })();
     (run, how)

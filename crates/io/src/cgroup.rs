@@ -143,6 +143,15 @@ impl MemoryCgroup {
         }
     }
 
+    /// The anonymous memory the group's processes hold now: their heaps, stacks and private
+    /// mappings, without the page cache (v1's `rss`, v2's `anon`, from `memory.stat`). Sampled
+    /// during a run, its maximum is the engine's own footprint, which `peak_bytes` hides
+    /// once the page cache has filled the group to its limit.
+    pub fn anon_bytes(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.dir.join("memory.stat")).ok()?;
+        anon_in_stat(&text, self.version)
+    }
+
     /// How many times the kernel's OOM killer ran in the group, where the kernel says.
     pub fn oom_kills(&self) -> Option<u64> {
         let file = match self.version {
@@ -152,6 +161,15 @@ impl MemoryCgroup {
         let text = std::fs::read_to_string(self.dir.join(file)).ok()?;
         text.lines().find_map(|line| line.strip_prefix("oom_kill ")?.trim().parse().ok())
     }
+}
+
+/// The anonymous bytes in the text of a `memory.stat` file of a group of `version`.
+fn anon_in_stat(text: &str, version: CgroupVersion) -> Option<u64> {
+    let key = match version {
+        CgroupVersion::V1 => "rss ",
+        CgroupVersion::V2 => "anon ",
+    };
+    text.lines().find_map(|line| line.strip_prefix(key)?.trim().parse().ok())
 }
 
 impl Drop for MemoryCgroup {
@@ -180,8 +198,21 @@ mod tests {
         };
         assert_eq!(read_u64(&group.dir().join(file)), Some(64 << 20));
         assert!(group.peak_bytes().is_some() || group.version() == CgroupVersion::V2);
+        // No process has joined: nothing anonymous is charged to it.
+        assert_eq!(group.anon_bytes(), Some(0));
         let dir = group.dir().to_path_buf();
         drop(group);
         assert!(!dir.exists());
+    }
+
+    /// The anonymous figure is v1's `rss` (not `rss_huge` or `total_rss`) and v2's `anon`
+    /// (not `anon_thp`).
+    #[test]
+    fn anonymous_memory_is_read_from_the_right_line() {
+        let v1 = "cache 4096\nrss 8192\nrss_huge 0\ntotal_rss 999\n";
+        assert_eq!(anon_in_stat(v1, CgroupVersion::V1), Some(8192));
+        let v2 = "anon_thp 7\nanon 12288\nfile 4096\n";
+        assert_eq!(anon_in_stat(v2, CgroupVersion::V2), Some(12288));
+        assert_eq!(anon_in_stat("file 1\n", CgroupVersion::V2), None);
     }
 }

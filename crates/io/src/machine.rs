@@ -90,7 +90,16 @@ fn parse_write_bytes(text: &str) -> Option<u64> {
 /// This process's resident memory now and at its peak (`VmRSS`, `VmHWM` of
 /// `/proc/self/status`), in bytes. `None` where the file cannot be read.
 pub fn process_memory() -> Option<ProcessMemory> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_process_memory(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+/// `process_memory` of another process, `pid` (a child being watched). `None` once it has
+/// gone, or where its status cannot be read.
+pub fn process_memory_of(pid: u32) -> Option<ProcessMemory> {
+    parse_process_memory(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
+}
+
+fn parse_process_memory(text: &str) -> Option<ProcessMemory> {
     let kib = |name: &str| {
         text.lines()
             .find_map(|line| line.strip_prefix(name))

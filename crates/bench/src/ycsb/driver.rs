@@ -749,6 +749,11 @@ pub struct EngineRun {
     /// The most memory its process's cgroup used, page cache included, when it ran in one.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// The most anonymous memory (heap, not page cache) its cgroup held, or without one its
+    /// process, sampled every 50 ms, when it ran in a process of its own: the engine's own
+    /// footprint.
+    #[serde(default)]
+    pub peak_anon_bytes: Option<u64>,
     /// Why the engine did not finish, when it failed (its phases are then empty).
     #[serde(default)]
     pub failure: Option<String>,
@@ -763,6 +768,7 @@ impl EngineRun {
             engine: engine.into(),
             settings: String::new(),
             peak_memory_bytes: None,
+            peak_anon_bytes: None,
             failure: None,
             phases,
         }

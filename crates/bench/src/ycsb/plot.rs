@@ -110,7 +110,15 @@ fn throughput_chart(report: &YcsbReport) -> BarChart {
     BarChart {
         title: format!("YCSB: operations per second, {} thread(s)", report.threads),
         y_label: "ops/s".into(),
-        series: report.engines.iter().map(|run| run.engine.clone()).collect(),
+        // A failed engine keeps its place in the legend, marked, and has no bars.
+        series: report
+            .engines
+            .iter()
+            .map(|run| match run.failure {
+                Some(_) => format!("{} (failed: see the report)", run.engine),
+                None => run.engine.clone(),
+            })
+            .collect(),
         groups: phase_names(report)
             .iter()
             .map(|name| Group {
@@ -240,8 +248,13 @@ mod tests {
         let phases = run_all(&store, &config).expect("run");
         store.db.close().expect("close");
         // The same phases under two names stand for two engines.
-        let engines =
-            vec![EngineRun::new("tierkv", phases.clone()), EngineRun::new("other <&>", phases)];
+        // A third failed: it has a place in the legend, marked, and no bars.
+        let failed = EngineRun { failure: Some("killed".into()), ..EngineRun::new("gone", vec![]) };
+        let engines = vec![
+            EngineRun::new("tierkv", phases.clone()),
+            EngineRun::new("other <&>", phases),
+            failed,
+        ];
         let plots = dir.path().join("plots");
         let written = write_plots(&report(engines), &plots).expect("plots");
         let names: Vec<String> = written
@@ -258,6 +271,7 @@ mod tests {
         // Three phases by two engines; the engine's name is escaped.
         assert!(throughput.contains(">load</text>") && throughput.contains(">E</text>"));
         assert!(throughput.contains("other &lt;&amp;&gt;"));
+        assert!(throughput.contains(">gone (failed: see the report)</text>"));
         // Workload E: scans and inserts, a line for each by each engine, dashed by type.
         let latency = assert_svg(&plots.join("latency-e.svg"));
         assert_eq!(latency.matches("<polyline").count(), 4);

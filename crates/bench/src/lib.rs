@@ -11,6 +11,8 @@
 //! - `engine`: db_bench's workloads on the engine (`tierkv bench engine`).
 //! - `ycsb`: YCSB's core workloads A–F (`tierkv bench ycsb`): their request streams, a driver
 //!   with load and run phases, a duration, a target rate and a warm-up, and its plots.
+//! - `tier`: the tier cache's experiments (`tierkv bench tier`): YCSB through the engine in
+//!   five configurations, and the read throughput of tier readers as writers are added.
 //!
 //! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
 //! benchmark also runs as a test with tiny parameters, so it cannot rot.
@@ -26,5 +28,6 @@ pub mod engine;
 mod lines;
 mod summary;
 mod svg;
+pub mod tier;
 pub mod wal;
 pub mod ycsb;

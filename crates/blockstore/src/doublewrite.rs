@@ -623,7 +623,7 @@ impl DoublewriteStore {
                 ),
             });
         }
-        let raw = read::decode_payload(&header, &stored, &self.pages_path, offset)?;
+        let raw = read::decode_payload(&header, stored, &self.pages_path, offset)?;
         debug_assert_eq!(raw.len(), header.raw_len as usize);
         Ok(Some((raw, entry)))
     }

@@ -62,6 +62,10 @@ pub enum BlockError {
     #[error("invalid block store options: {0}")]
     InvalidOptions(String),
 
+    /// The tier cache the options ask for could not be made.
+    #[error(transparent)]
+    Tier(#[from] tierkv_tiercache::TierError),
+
     /// The store was closed.
     #[error("the block store in {} is closed", dir.display())]
     Closed {

@@ -123,6 +123,17 @@ pub trait BlockStore: Send + Sync {
     /// Applies `changes` atomically and durably; returns the group's id.
     fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError>;
 
+    /// `apply_group` for a checkpoint of the layer above: the same, except that a tier
+    /// admits its blocks by `cache_on_checkpoint` instead of `cache_on_write`.
+    fn apply_checkpoint_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
+        self.apply_group(changes)
+    }
+
+    /// The counters of the store's tier cache, if it has one.
+    fn tier_stats(&self) -> Option<tierkv_tiercache::TierStats> {
+        None
+    }
+
     /// Writes `blocks` as one atomic, durable group.
     fn write_group(&self, blocks: &[(BlockId, &[u8])]) -> Result<GroupId, BlockError> {
         let changes: Vec<BlockWrite<'_>> =

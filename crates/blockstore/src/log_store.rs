@@ -104,6 +104,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
+use tierkv_tiercache::{AdmitSource, TierCache, TierKey, TierStats};
 
 use crate::format::{
     self, BlockHeader, Codec, HeaderProblem, Location, MapHeader, RemoteRef, SegmentHeader,
@@ -499,6 +500,8 @@ struct Shared {
     pool_bytes: AtomicU64,
     /// Starts the write-back of a large group's ranges while the rest is being written.
     writeback: Writeback,
+    /// The secondary block cache on a memory tier, if the options ask for one.
+    tier: Option<TierCache>,
 }
 
 /// A block ready to encode.
@@ -519,6 +522,8 @@ struct Placed {
     tombstone: bool,
     /// For a block written to reused space: where its pointer lies in the log.
     pointer: Option<(u64, u64)>,
+    /// The block's header as written, kept for the tier (only when there is one).
+    header: Option<[u8; BLOCK_HEADER_BYTES]>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -534,6 +539,7 @@ impl LogStore {
     ) -> Result<LogStore, BlockError> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
+        let tier = options.tier.clone().map(TierCache::open).transpose()?;
         let started = Instant::now();
         create_dir_durably(storage, &dir)?;
         let mut recovered = recover(storage, &dir, &options)?;
@@ -575,6 +581,7 @@ impl LogStore {
             counters: Counters::default(),
             pool_bytes: AtomicU64::new(0),
             writeback: Writeback::start("tierkv-log", WRITEBACK_CHUNK_BYTES),
+            tier,
         });
         if report.groups_applied > 0 {
             // IMPORTANT: the replayed groups' pointers must never be read again, since the
@@ -623,8 +630,14 @@ impl LogStore {
     }
 }
 
-impl BlockStore for LogStore {
-    fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
+impl LogStore {
+    /// `apply_group`, saying which path wrote the group, for the tier's `cache_on_write` and
+    /// `cache_on_checkpoint`.
+    fn apply_from(
+        &self,
+        changes: &[BlockWrite<'_>],
+        source: AdmitSource,
+    ) -> Result<GroupId, BlockError> {
         let shared = &*self.shared;
         shared.check_open()?;
         validate_group(changes)?;
@@ -656,7 +669,22 @@ impl BlockStore for LogStore {
         }
         let (group, placed) = shared.write_group(&prepared, Stream::User)?;
         shared.wait_durable(group)?;
-        shared.apply(group, &placed);
+        let replaced = shared.apply(group, &placed);
+        if let Some(tier) = &shared.tier {
+            // The versions the map no longer holds go; the new ones may come in.
+            for key in replaced {
+                tier.invalidate(key);
+            }
+            for (block, written) in placed.iter().zip(&prepared) {
+                if let (Some(header), false) = (&block.header, block.tombstone) {
+                    tier.admit(
+                        tier_key(block.id, &block.location),
+                        &[header, &written.stored],
+                        source,
+                    );
+                }
+            }
+        }
         Counters::add(&shared.counters.groups, 1);
         Counters::add(&shared.counters.blocks, changes.len() as u64);
         Counters::add(&shared.counters.payload_bytes, payload_bytes);
@@ -664,16 +692,51 @@ impl BlockStore for LogStore {
         Ok(GroupId(group))
     }
 
+    /// The tier's counters, when the store has one.
+    pub fn tier_stats(&self) -> Option<TierStats> {
+        self.shared.tier.as_ref().map(TierCache::stats)
+    }
+
+    /// The tier, when the store has one.
+    pub fn tier(&self) -> Option<&TierCache> {
+        self.shared.tier.as_ref()
+    }
+}
+
+impl BlockStore for LogStore {
+    fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
+        self.apply_from(changes, AdmitSource::Write)
+    }
+
+    fn apply_checkpoint_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
+        self.apply_from(changes, AdmitSource::Checkpoint)
+    }
+
+    fn tier_stats(&self) -> Option<TierStats> {
+        LogStore::tier_stats(self)
+    }
+
     fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {
         let shared = &*self.shared;
         shared.check_not_closed()?;
         let mut found = shared.locate(id)?;
+        if let (Some(tier), Some((location, file))) = (&shared.tier, &found) {
+            if let Some(raw) = shared.read_from_tier(tier, id, location, file) {
+                return Ok(Some(raw));
+            }
+        }
         let (raw, location) = loop {
             let Some((location, file)) = found else {
                 return Ok(None);
             };
-            match read_located(&file, id, &location) {
-                Ok(raw) => break (raw, location),
+            match read_located_block(&file, id, &location) {
+                Ok((header, block)) => {
+                    if let Some(tier) = &shared.tier {
+                        tier.admit(tier_key(id, &location), &[&block], AdmitSource::Read);
+                    }
+                    let raw = read::decode_payload(&header, block, &file.path, location.offset)?;
+                    break (raw, location);
+                }
                 Err(error @ BlockError::Corruption { .. }) => {
                     // The block may have moved on, and its space been reused, between the
                     // lookup and the read: then the map has changed, and the read goes again.
@@ -754,6 +817,9 @@ impl BlockStore for LogStore {
             // A background thread that panicked has nothing left to clean up.
             let _ = handle.join();
         }
+        if let Some(tier) = &self.shared.tier {
+            tier.close();
+        }
         // Every acknowledged group is durable already; the poison, if any, is reported.
         match lock(&self.shared.poison).as_ref() {
             Some(cause) => {
@@ -792,7 +858,18 @@ fn read_located(
     id: BlockId,
     location: &Location,
 ) -> Result<Vec<u8>, BlockError> {
-    let (header, stored) =
+    let (header, block) = read_located_block(file, id, location)?;
+    read::decode_payload(&header, block, &file.path, location.offset)
+}
+
+/// Reads and checks the block at `location`: the whole block (header, then payload) and its
+/// header.
+fn read_located_block(
+    file: &SegmentFile,
+    id: BlockId,
+    location: &Location,
+) -> Result<(BlockHeader, Vec<u8>), BlockError> {
+    let (header, block) =
         read::read_block(&file.reader, &file.path, location.offset, id, location.stored_len)?;
     if header.is_tombstone() || header.version != location.version {
         return Err(BlockError::Corruption {
@@ -807,7 +884,12 @@ fn read_located(
             ),
         });
     }
-    read::decode_payload(&header, &stored, &file.path, location.offset)
+    Ok((header, block))
+}
+
+/// The tier's key for the content at `location`.
+fn tier_key(id: BlockId, location: &Location) -> TierKey {
+    TierKey { id: id.0, version: location.version.0 }
 }
 
 fn validate_group(changes: &[BlockWrite<'_>]) -> Result<(), BlockError> {
@@ -852,6 +934,34 @@ impl Shared {
             return Err(missing_segment(&self.dir, id, location));
         };
         Ok(Some((*location, Arc::clone(&info.file))))
+    }
+
+    /// The block at `location` from the tier, checked as a read from the file is; `None`
+    /// when the tier does not hold it. A copy that fails its check is dropped from the tier
+    /// and counted (`tier_rejected`): the file has the block.
+    fn read_from_tier(
+        &self,
+        tier: &TierCache,
+        id: BlockId,
+        location: &Location,
+        file: &SegmentFile,
+    ) -> Option<Vec<u8>> {
+        let key = tier_key(id, location);
+        let mut block = Vec::new();
+        if !tier.get(key, &mut block) {
+            return None;
+        }
+        let header = read::check_block(&block, id, location.stored_len)
+            .ok()
+            .filter(|header| header.version == location.version && !header.is_tombstone());
+        let raw = header.and_then(|header| {
+            read::decode_payload(&header, block, &file.path, location.offset).ok()
+        });
+        if raw.is_none() {
+            tier.invalidate(key);
+            Counters::add(&self.counters.tier_rejected, 1);
+        }
+        raw
     }
 
     fn read_index(&self) -> std::sync::RwLockReadGuard<'_, Index> {
@@ -962,9 +1072,11 @@ impl Shared {
             let offset = start + log_bytes;
             let stored: &[u8] = &block.stored;
             let bytes = format::block_footprint(stored.len());
-            let (location, pointer) = match remote {
+            let (location, pointer, header_at) = match remote {
                 None => {
-                    log_parts.push(Part::encode(&mut headers, &header, stored));
+                    let part = Part::encode(&mut headers, &header, stored);
+                    let header_at = part.header;
+                    log_parts.push(part);
                     log_bytes += bytes;
                     if written.is_ok() && log_bytes - log_written >= piece_bytes {
                         let parts = &log_parts[log_parts_written..];
@@ -972,10 +1084,11 @@ impl Shared {
                         written = write_parts(&active.writer, &[], &headers, parts, at, &mut hints);
                         (log_written, log_parts_written) = (log_bytes, log_parts.len());
                     }
-                    ((segment, offset), None)
+                    ((segment, offset), None, header_at)
                 }
                 Some((file, at)) => {
                     let part = Part::encode(&mut headers, &header, stored);
+                    let header_at = part.header;
                     let crc = format::u32_at(&headers[part.header..], BLOCK_HEADER_BYTES - 4);
                     let pointer = BlockHeader {
                         flags: header.flags | FLAG_REMOTE,
@@ -1005,9 +1118,15 @@ impl Shared {
                         run.end += bytes;
                         run.parts.end = remote_parts.len();
                     }
-                    ((file.number, *at), Some((segment, offset)))
+                    ((file.number, *at), Some((segment, offset)), header_at)
                 }
             };
+            let kept = self.tier.is_some() && stream == Stream::User && !header.is_tombstone();
+            let kept_header = kept.then(|| {
+                let mut bytes = [0u8; BLOCK_HEADER_BYTES];
+                bytes.copy_from_slice(&headers[header_at..header_at + BLOCK_HEADER_BYTES]);
+                bytes
+            });
             placed.push(Placed {
                 id: block.id,
                 location: Location {
@@ -1019,6 +1138,7 @@ impl Shared {
                 },
                 tombstone: header.is_tombstone(),
                 pointer,
+                header: kept_header,
             });
         }
         assert_eq!(log_bytes, footprint);
@@ -1274,7 +1394,8 @@ impl Shared {
     }
 
     /// Applies a durable group to the map.
-    fn apply(&self, group: u64, placed: &[Placed]) {
+    fn apply(&self, group: u64, placed: &[Placed]) -> Vec<TierKey> {
+        let mut replaced = Vec::new();
         let mut index = self.write_index();
         for block in placed {
             let location = &block.location;
@@ -1294,6 +1415,9 @@ impl Shared {
                 }
                 continue;
             }
+            if let (Some(old), Some(_)) = (index.map.get(&block.id), &self.tier) {
+                replaced.push(tier_key(block.id, old));
+            }
             if block.tombstone {
                 index.remove(block.id);
             } else {
@@ -1301,6 +1425,7 @@ impl Shared {
             }
         }
         lock(&self.inflight).groups.remove(&group);
+        replaced
     }
 
     /// Applies a durable relocation group: each copy replaces the old one only where the map
@@ -1569,7 +1694,7 @@ impl Shared {
         };
         let cleaned = self.clean_segment(victim);
         lock(&self.writer).cleaning = None;
-        cleaned.map(|()| true)
+        cleaned
     }
 
     /// The segment to clean next: when over the space target, the sealed segment with the
@@ -1632,11 +1757,19 @@ impl Shared {
 
     /// Copies the live blocks of `victim`, and the tombstones in it that recovery may still
     /// need, to the tail, and deletes it.
-    fn clean_segment(&self, victim: u64) -> Result<(), BlockError> {
+    fn clean_segment(&self, victim: u64) -> Result<bool, BlockError> {
         // No more blocks go to its free space, and those on their way are applied first,
         // so the map below shows every block in it.
         let written = {
             let mut writer = lock(&self.writer);
+            // IMPORTANT: `pick_victim` read the active segments before the index, so a
+            // segment made active by a rotation in between (in the index, nothing live yet)
+            // looks like an empty sealed one. Only the writer lock, held here, knows the
+            // streams for sure: an active segment keeps taking groups after it was
+            // deleted, and the map would point into a file that is gone.
+            if writer.streams.iter().flatten().any(|tail| tail.active.number == victim) {
+                return Ok(false);
+            }
             writer.cleaning = Some(victim);
             let freed = writer.pool.remove_segment(victim);
             self.pool_bytes.fetch_sub(freed, Ordering::Relaxed);
@@ -1646,7 +1779,7 @@ impl Shared {
         let (file, live, tombstones) = {
             let index = self.read_index();
             let Some(info) = index.segments.get(&victim) else {
-                return Ok(());
+                return Ok(false);
             };
             let mut live: Vec<(BlockId, Location)> = index
                 .map
@@ -1712,7 +1845,7 @@ impl Shared {
                 id,
                 flags: FLAG_RELOCATED,
                 codec: header.codec,
-                stored: Cow::Owned(stored),
+                stored: Cow::Owned(stored[BLOCK_HEADER_BYTES..].to_vec()),
                 raw_len: header.raw_len,
                 version: Some(header.version),
             });
@@ -1730,13 +1863,13 @@ impl Shared {
         {
             let mut index = self.write_index();
             let Some(info) = index.segments.get(&victim) else {
-                return Ok(());
+                return Ok(false);
             };
             let tombstones_left = index.tombstones.range((victim, 0)..(victim + 1, 0)).count();
             if info.live_bytes != 0 || tombstones_left != 0 {
                 // Cannot happen: nothing writes to a sealed segment. Leave it for verify.
                 debug_assert!(false, "segment {victim} still needed after cleaning");
-                return Ok(());
+                return Ok(false);
             }
             let capacity = info.capacity;
             index.segments.remove(&victim);
@@ -1748,7 +1881,7 @@ impl Shared {
         self.storage.remove_file(&file.path)?;
         self.storage.sync_dir(&self.dir)?;
         Counters::add(&self.counters.segments_cleaned, 1);
-        Ok(())
+        Ok(true)
     }
 
     /// Returns once every group up to `group` is applied to the map (or was not written).

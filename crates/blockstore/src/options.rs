@@ -1,6 +1,7 @@
 //! Options of the two stores.
 
 use tierkv_io::AccessMethod;
+use tierkv_tiercache::TierOptions;
 
 use crate::format::{Codec, MAX_BLOCK_BYTES};
 use crate::BlockError;
@@ -25,6 +26,9 @@ pub struct StoreOptions {
     pub background_cleaning: bool,
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,
+    /// A secondary block cache on a memory tier (seed 002): reads look there before the
+    /// files, and blocks read or written may be admitted. Default none.
+    pub tier: Option<TierOptions>,
 }
 
 impl Default for StoreOptions {
@@ -37,6 +41,7 @@ impl Default for StoreOptions {
             space_target: 1.3,
             background_cleaning: true,
             file_mode: tierkv_io::DEFAULT_FILE_MODE,
+            tier: None,
         }
     }
 }

@@ -30,7 +30,8 @@ pub(crate) fn read_range(file: &File, offset: u64, len: usize) -> Result<Vec<u8>
 }
 
 /// Reads and checks the block at `offset`, which the map says holds `expected` with
-/// `stored_len` payload bytes. Returns its header and stored payload.
+/// `stored_len` payload bytes. Returns its header and the whole block (header, then the
+/// stored payload).
 pub(crate) fn read_block(
     file: &File,
     path: &Path,
@@ -52,33 +53,68 @@ pub(crate) fn read_block(
         )));
     }
     let bytes = read_range(file, offset, total)?;
-    let header = match format::decode_header(&bytes) {
-        Ok(header) => header,
-        Err(HeaderProblem::Zero) => return Err(corruption("the block header is zero".into())),
-        Err(HeaderProblem::Invalid(detail)) => return Err(corruption(detail)),
-    };
-    if header.remote.is_some() {
-        return Err(corruption("a pointer where a block belongs".into()));
-    }
-    if header.id != expected || header.stored_len != stored_len {
-        return Err(corruption(format!(
-            "found block {} of {} stored bytes where block {expected} of {stored_len} belongs",
-            header.id, header.stored_len
-        )));
-    }
-    let (head, payload) = bytes.split_at(BLOCK_HEADER_BYTES);
-    format::verify_block(head, payload).map_err(corruption)?;
-    Ok((header, payload.to_vec()))
+    let header = check_block(&bytes, expected, stored_len).map_err(corruption)?;
+    Ok((header, bytes))
 }
 
-/// Decompresses a verified block's payload.
+/// Checks that `bytes` are one whole block, `expected` with `stored_len` payload bytes, whose
+/// checksum holds; returns its header.
+pub(crate) fn check_block(
+    bytes: &[u8],
+    expected: BlockId,
+    stored_len: u32,
+) -> Result<BlockHeader, String> {
+    let header = match format::decode_header(bytes) {
+        Ok(header) => header,
+        Err(HeaderProblem::Zero) => return Err("the block header is zero".into()),
+        Err(HeaderProblem::Invalid(detail)) => return Err(detail),
+    };
+    if header.remote.is_some() {
+        return Err("a pointer where a block belongs".into());
+    }
+    if header.id != expected || header.stored_len != stored_len {
+        return Err(format!(
+            "found block {} of {} stored bytes where block {expected} of {stored_len} belongs",
+            header.id, header.stored_len
+        ));
+    }
+    if bytes.len() != BLOCK_HEADER_BYTES + stored_len as usize {
+        return Err(format!(
+            "{} bytes where a block of {stored_len} stored bytes belongs",
+            bytes.len()
+        ));
+    }
+    let (head, payload) = bytes.split_at(BLOCK_HEADER_BYTES);
+    format::verify_block(head, payload)?;
+    Ok(header)
+}
+
+/// Decompresses the payload of a verified block, given whole (header, then payload).
 pub(crate) fn decode_payload(
     header: &BlockHeader,
-    stored: &[u8],
+    block: Vec<u8>,
     path: &Path,
     offset: u64,
 ) -> Result<Vec<u8>, BlockError> {
-    format::decompress(header.codec, stored, header.raw_len as usize).map_err(|detail| {
-        BlockError::Corruption { file: path.to_path_buf(), offset, block: Some(header.id), detail }
-    })
+    let corruption = |detail| BlockError::Corruption {
+        file: path.to_path_buf(),
+        offset,
+        block: Some(header.id),
+        detail,
+    };
+    let stored = &block[BLOCK_HEADER_BYTES..];
+    if header.codec == format::Codec::None {
+        if stored.len() != header.raw_len as usize {
+            return Err(corruption(format!(
+                "payload of {} bytes, header says {}",
+                stored.len(),
+                header.raw_len
+            )));
+        }
+        // The payload moves to the front of the buffer it was read into: no second buffer.
+        let mut block = block;
+        block.drain(..BLOCK_HEADER_BYTES);
+        return Ok(block);
+    }
+    format::decompress(header.codec, stored, header.raw_len as usize).map_err(corruption)
 }

@@ -13,7 +13,10 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value as Json};
-use tierkv::{AccessMethod, Backend, Codec, Db, Durability, Options, WriteBatch};
+use tierkv::{
+    AccessMethod, Backend, Codec, Db, Durability, Options, RegionBacking, SlowTier, TierOptions,
+    WriteBatch,
+};
 
 /// How the engine is set up: its memory budget, placement and compression. Shared by the
 /// key-value subcommands and `bench engine`.
@@ -36,6 +39,30 @@ pub struct EngineArgs {
     /// Page compression on disk: none, lz4 or zstd.
     #[arg(long, default_value = "none")]
     pub compression: Codec,
+    /// MiB of a tier cache (seed 002's NVCache) on a memory tier, besides --cache-mib;
+    /// 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub tier_mib: u64,
+    /// Where the tier's memory comes from: `anonymous`, or a path (a file to create, or a
+    /// directory such as /dev/shm or a DAX mount to create it in; unlinked once mapped).
+    #[arg(long, default_value = "anonymous")]
+    pub tier_backing: String,
+    /// Bind the tier's memory to this NUMA node (a CXL or KMEM-DAX node).
+    #[arg(long)]
+    pub tier_numa_node: Option<u32>,
+    /// Overhead Bypass threshold: admissions and evictions pause while (inserts + removals)
+    /// / lookups is above it. 0 turns the bypass off.
+    #[arg(long, default_value_t = 0.10)]
+    pub tier_max_overhead: f64,
+    /// Emulate a slow tier: optane, cxl, or read_ns=N,write_ns=N,read_mbps=N,write_mbps=N.
+    #[arg(long, value_parser = SlowTier::parse)]
+    pub tier_emulate: Option<SlowTier>,
+    /// Admit the pages checkpoints write (cache_on_checkpoint).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub tier_cache_on_checkpoint: bool,
+    /// Admit blocks written outside checkpoints (cache_on_write).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub tier_cache_on_write: bool,
 }
 
 impl EngineArgs {
@@ -47,8 +74,30 @@ impl EngineArgs {
             log_dir: self.log_dir.clone(),
             log_backend: self.log_backend,
             compression: self.compression,
+            tier: self.tier(),
             ..options
         }
+    }
+
+    /// The tier's options, when --tier-mib asks for one.
+    pub fn tier(&self) -> Option<TierOptions> {
+        if self.tier_mib == 0 {
+            return None;
+        }
+        let backing = match self.tier_backing.as_str() {
+            "anonymous" => RegionBacking::Anonymous,
+            path => RegionBacking::File(path.into()),
+        };
+        Some(TierOptions {
+            backing,
+            numa_node: self.tier_numa_node,
+            overhead_bypass: self.tier_max_overhead > 0.0,
+            max_overhead: if self.tier_max_overhead > 0.0 { self.tier_max_overhead } else { 0.10 },
+            cache_on_checkpoint: self.tier_cache_on_checkpoint,
+            cache_on_write: self.tier_cache_on_write,
+            emulation: self.tier_emulate.clone(),
+            ..TierOptions::new(self.tier_mib << 20)
+        })
     }
 }
 
@@ -422,6 +471,8 @@ fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
     let db = store.open_existing()?;
     let stats = db.stats().map_err(fail)?;
     let report = db.verify().map_err(fail)?;
+    // The tier (volatile, empty when the store opens) as the verify's reads left it.
+    let tier = db.stats().map_err(fail)?.tier;
     let logical = report.key_bytes + report.value_bytes;
     let disk = stats.blocks.file_bytes + stats.log_file_bytes;
     let amplification = (logical > 0).then(|| disk as f64 / logical as f64);
@@ -451,6 +502,7 @@ fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
             "cache_hit_ratio": hit_ratio,
             "cache_bytes": stats.cache_bytes,
             "cache_budget": stats.cache_budget,
+            "tier": tier,
         }))?;
     } else {
         let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
@@ -490,6 +542,9 @@ fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
                 stats.cache.misses
             ),
             None => println!("cache hit ratio    - (no reads)"),
+        }
+        if let Some(tier) = &tier {
+            println!("{tier}");
         }
     }
     db.close().map_err(fail)?;

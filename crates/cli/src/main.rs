@@ -31,6 +31,7 @@ struct Cli {
 
 mod allocator;
 mod kv;
+mod tier;
 mod ycsb;
 
 /// The allocator in force, as `allocator::configure` described it at start.
@@ -39,7 +40,7 @@ static ALLOCATOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 #[derive(Subcommand)]
 enum Command {
     #[command(flatten)]
-    Kv(kv::KvCommand),
+    Kv(Box<kv::KvCommand>),
     /// Show what this machine offers tierkv: cache-line flush, non-temporal stores, and for a
     /// path its file system, DAX, O_DIRECT alignment and the pmem mode that would be used.
     Info {
@@ -95,6 +96,10 @@ enum Bench {
     /// percentiles per operation type, on tierkv and (built with `--features peers`)
     /// RocksDB, LMDB, WiredTiger, SQLite, redb and fjall, side by side.
     Ycsb(Box<ycsb::YcsbArgs>),
+    /// The tier cache (seed 002): YCSB through the engine with no tier, a tier without and
+    /// with Overhead Bypass, all DRAM, and the OS page cache as the second level; and the
+    /// read throughput of tier readers as writers are added.
+    Tier(Box<tier::TierArgs>),
 }
 
 /// Where every benchmark writes its report, besides the table on stdout.
@@ -328,7 +333,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Bench { bench: Bench::Blocks(args) } => bench_blocks(*args),
         Command::Bench { bench: Bench::Engine(args) } => bench_engine(*args),
         Command::Bench { bench: Bench::Ycsb(args) } => ycsb::bench_ycsb(*args),
-        Command::Kv(command) => kv::run(command),
+        Command::Bench { bench: Bench::Tier(args) } => tier::bench_tier(*args),
+        Command::Kv(command) => kv::run(*command),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
                 return Err(format!("--seconds must be a positive number, got {seconds}"));

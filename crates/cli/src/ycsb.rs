@@ -69,6 +69,14 @@ pub(crate) struct YcsbArgs {
     /// page cache included (needs a writable cgroup hierarchy, usually root).
     #[arg(long, value_name = "MIB")]
     memory_limit_mib: Option<u64>,
+    /// Keep the engine's store in this directory (made if missing, kept afterwards) instead
+    /// of a scratch one; one engine only.
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// Run no load: the store in --store holds the --records records already (a copy of a
+    /// loaded one).
+    #[arg(long, requires = "store")]
+    skip_load: bool,
     /// Internal: the cgroup directory a child process joins before it starts.
     #[arg(long, hide = true)]
     join_cgroup: Option<PathBuf>,
@@ -130,6 +138,7 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         seed: 0x5eed_ca5e,
         progress: !args.report.quiet,
         engine: String::new(),
+        skip_load: args.skip_load,
     };
     config.check().map_err(|e| format!("{e} (see --operations, --duration, --target)"))?;
     let built = built_engines();
@@ -143,6 +152,9 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
              `scripts/install-tools.sh` and `cargo build --release -p tierkv-cli --features peers`)",
             built.join(", ")
         ));
+    }
+    if args.store.is_some() && engines.len() != 1 {
+        return Err("--store keeps one engine's store; name one engine with --engines".into());
     }
     let limit = args.memory_limit_mib.map(|mib| mib << 20);
     let isolate = args.isolate || limit.is_some();
@@ -164,7 +176,7 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         engines: Vec::new(),
     };
     for engine in &engines {
-        let engine_dir = dir.join(engine);
+        let engine_dir = args.store.clone().unwrap_or_else(|| dir.join(engine));
         let run = if isolate {
             let (run, how) = run_child(engine, &engine_dir, limit);
             report.isolation = how;
@@ -178,8 +190,10 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
                     ycsb_engine(engine, &engine_dir, &options, durability, &config)
                 })
         };
-        // Scratch files go whatever happened.
-        let _ = std::fs::remove_dir_all(&engine_dir);
+        // Scratch files go whatever happened; a --store stays.
+        if args.store.is_none() {
+            let _ = std::fs::remove_dir_all(&engine_dir);
+        }
         // An engine that fails (or whose process the kernel kills at the memory limit) is
         // recorded as failed, and the others still run.
         let run = run
@@ -383,12 +397,28 @@ fn ycsb_engine(
             let db = tierkv::Db::open(dir, options.clone()).map_err(|e| e.to_string())?;
             let store = driver::TierkvStore { db, durability };
             let phases = driver::run_all(&store, config);
+            let tier = store.db.stats().ok().and_then(|stats| stats.tier);
             store.db.close().map_err(|e| e.to_string())?;
-            let settings = format!(
+            let mut settings = format!(
                 "cache_size {mib} MiB (page cache and memtables), read method {:?}, log {:?}, \
                  compression {:?}",
                 options.read_method, options.log_backend, options.compression
             );
+            if let Some(tier) = tier {
+                let bypass = if tier.overhead_bypass {
+                    format!("overhead bypass at {:.0}%", tier.max_overhead * 100.0)
+                } else {
+                    "no overhead bypass".into()
+                };
+                settings += &format!(
+                    ", tier {} MiB on {}, {bypass}",
+                    tier.capacity_bytes >> 20,
+                    tier.backing
+                );
+                if let Some(emulation) = tier.emulation {
+                    settings += &format!(", {emulation}");
+                }
+            }
             (phases, settings)
         }
         #[cfg(feature = "c-peers")]

@@ -373,7 +373,7 @@ impl<'a> BlockPages<'a> {
             .chain(self.deleted.iter().map(|id| BlockWrite::Delete(BlockId(*id))))
             .chain(meta.as_deref().map(|bytes| BlockWrite::Put(META_BLOCK, bytes)))
             .collect();
-        self.pages.blocks.apply_group(&group)?;
+        self.pages.blocks.apply_checkpoint_group(&group)?;
         self.overflow.clear();
         self.dirty_bytes = 0;
         self.deleted.clear();

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tierkv_blockstore::{LogStore, StoreOptions, StoreStats};
 use tierkv_io::Storage;
+use tierkv_tiercache::TierStats;
 use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalOptions, WalStats};
 
 use crate::batch::{check_key, WriteBatch, BATCH_RECORD};
@@ -307,6 +308,8 @@ pub struct Stats {
     pub log: WalStats,
     /// The block store's counters (sizes, bytes written, cleaning).
     pub blocks: StoreStats,
+    /// The tier cache's counters, when the store has one.
+    pub tier: Option<TierStats>,
 }
 
 impl Db {
@@ -332,6 +335,7 @@ impl Db {
             codec: options.compression,
             segment_bytes: options.block_segment_bytes,
             file_mode: options.file_mode,
+            tier: options.tier.clone(),
             ..StoreOptions::default()
         };
         let blocks = LogStore::open(storage, dir.join("blocks"), store_options)?;
@@ -1104,6 +1108,7 @@ impl Inner {
             log_file_bytes: self.wal.file_bytes(),
             log: self.wal.stats(),
             blocks: self.pages.blocks().stats(),
+            tier: self.pages.blocks().tier_stats(),
         })
     }
 }

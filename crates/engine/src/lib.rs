@@ -66,4 +66,5 @@ pub use error::{Error, Result};
 pub use options::{Options, MAX_PAGE_BYTES, MIN_PAGE_BYTES};
 pub use tierkv_blockstore::Codec;
 pub use tierkv_io::AccessMethod;
+pub use tierkv_tiercache::{RegionBacking, SlowTier, TierOptions, TierStats};
 pub use tierkv_wal::{Backend, Durability};

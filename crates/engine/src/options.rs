@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tierkv_blockstore::Codec;
 use tierkv_io::AccessMethod;
+use tierkv_tiercache::TierOptions;
 use tierkv_wal::{Backend, Durability};
 
 use crate::Error;
@@ -53,6 +54,10 @@ pub struct Options {
     pub checkpoint_interval: Duration,
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,
+    /// A secondary block cache on a memory tier (seed 002's NVCache): pages that miss the
+    /// page cache are looked up there before the block files, and pages read or written may
+    /// be admitted. Its memory is in addition to `cache_size`. Default none.
+    pub tier: Option<TierOptions>,
 }
 
 impl Default for Options {
@@ -71,6 +76,7 @@ impl Default for Options {
             checkpoint_log_bytes: 64 << 20,
             checkpoint_interval: Duration::from_secs(60),
             file_mode: tierkv_io::DEFAULT_FILE_MODE,
+            tier: None,
         }
     }
 }

@@ -308,6 +308,19 @@ pub enum Error {
         detail: String,
     },
 
+    /// An access to a `MemoryRegion` outside its bytes: a bug in the caller.
+    #[error("cannot {op} {len} bytes at offset {offset} of a memory region of {region_len} bytes")]
+    OutOfRegion {
+        /// What was being done.
+        op: Op,
+        /// Start of the range.
+        offset: u64,
+        /// Length of the range.
+        len: u64,
+        /// The region's size.
+        region_len: u64,
+    },
+
     /// Any other OS error.
     #[error("cannot {op} {}: {source}", path.display())]
     Io {
@@ -371,6 +384,7 @@ impl Error {
             | Error::NoSpace { op, .. }
             | Error::FileTooLarge { op, .. }
             | Error::Injected { op, .. }
+            | Error::OutOfRegion { op, .. }
             | Error::Io { op, .. } => Some(*op),
             Error::DirectIoUnsupported { .. } => Some(Op::Open),
             Error::ReadPastEnd { .. } => Some(Op::Read),

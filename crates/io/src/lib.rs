@@ -63,6 +63,7 @@ pub mod machine;
 mod options;
 mod os;
 pub mod pmem;
+mod region;
 mod remap_gate;
 mod sigbus;
 pub mod sim;
@@ -77,6 +78,7 @@ pub use options::{
     DEFAULT_FILE_MODE,
 };
 pub use os::fsinfo::{file_system_info, FileSystemInfo};
+pub use region::{MemoryRegion, RegionBacking};
 pub use stats::{IoStats, IoStatsSnapshot};
 
 /// The largest end offset (`offset + len`) accepted: the largest `off_t`.

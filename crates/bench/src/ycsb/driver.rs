@@ -54,6 +54,11 @@ pub trait Store: Sync {
     /// Reads up to `count` records from `from` on, in key order, each copied out as owned
     /// bytes (`materialize`) as YCSB's bindings build their result records; returns how many.
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String>;
+    /// The engine's own counters, taken after each phase (cumulative since it opened), if
+    /// the adapter reports any: for tierkv, its page cache's and its tier's.
+    fn counters(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Copies a scanned record's key and value out, where the compiler cannot drop the copies:
@@ -91,6 +96,17 @@ impl Store for TierkvStore {
         }
         Ok(read)
     }
+
+    fn counters(&self) -> Option<serde_json::Value> {
+        let stats = self.db.stats().ok()?;
+        Some(serde_json::json!({
+            "page_cache_hits": stats.cache.hits,
+            "page_cache_misses": stats.cache.misses,
+            "block_reads": stats.blocks.reads,
+            "block_read_bytes": stats.blocks.read_bytes,
+            "tier": stats.tier,
+        }))
+    }
 }
 
 /// What to run.
@@ -119,6 +135,8 @@ pub struct YcsbConfig {
     pub progress: bool,
     /// The engine's name, for the progress bar.
     pub engine: String,
+    /// Run no load: the store holds the `records` records already (a copy of a loaded one).
+    pub skip_load: bool,
 }
 
 impl Default for YcsbConfig {
@@ -136,6 +154,7 @@ impl Default for YcsbConfig {
             seed: 0x5eed_ca5e,
             progress: false,
             engine: "tierkv".into(),
+            skip_load: false,
         }
     }
 }
@@ -218,6 +237,9 @@ pub struct PhaseResult {
     pub warmup_seconds: f64,
     /// Per operation type, in a fixed order.
     pub per_operation: Vec<OperationStats>,
+    /// The engine's own counters after the phase (`Store::counters`), when it reports any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_counters: Option<serde_json::Value>,
 }
 
 const OPERATION_NAMES: [&str; 5] = ["read", "update", "insert", "scan", "read_modify_write"];
@@ -448,6 +470,7 @@ fn phase(
         not_found,
         warmup_operations: 0,
         warmup_seconds: 0.0,
+        engine_counters: None,
         per_operation: histograms
             .iter()
             .zip(OPERATION_NAMES)
@@ -686,13 +709,20 @@ pub fn run_workload(
     Ok((result, inserts.next.load(Ordering::Acquire)))
 }
 
-/// The load, then every workload of `config` in order on the loaded store.
+/// The load (unless `skip_load`), then every workload of `config` in order on the loaded
+/// store, each phase with the engine's counters after it.
 pub fn run_all(store: &dyn Store, config: &YcsbConfig) -> Result<Vec<PhaseResult>, String> {
     config.check()?;
-    let mut phases = vec![load(store, config)?];
+    let mut phases = Vec::new();
+    if !config.skip_load {
+        let mut loaded = load(store, config)?;
+        loaded.engine_counters = store.counters();
+        phases.push(loaded);
+    }
     let mut inserted = config.records;
     for spec in &config.workloads {
-        let (result, now) = run_workload(store, *spec, config, inserted)?;
+        let (mut result, now) = run_workload(store, *spec, config, inserted)?;
+        result.engine_counters = store.counters();
         phases.push(result);
         inserted = now;
     }
@@ -924,6 +954,7 @@ mod tests {
             warmup_operations: 0,
             warmup_seconds: 0.0,
             per_operation: Vec::new(),
+            engine_counters: None,
         };
         let run = EngineRun::new;
         let runs = vec![

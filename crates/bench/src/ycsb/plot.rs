@@ -298,6 +298,7 @@ mod tests {
             warmup_operations: 0,
             warmup_seconds: 0.0,
             per_operation: Vec::new(),
+            engine_counters: None,
         };
         let one = vec![EngineRun::new("tierkv", vec![phase])];
         let written = write_plots(&report(one), dir.path()).expect("plots");

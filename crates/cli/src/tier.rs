@@ -1,0 +1,327 @@
+//! `tierkv bench tier`: the tier cache's experiments (`tierkv_bench::tier`).
+//!
+//! The YCSB experiment loads one store (direct reads, the page cache far smaller than the
+//! data), then runs each configuration on a copy of it, in a `tierkv bench ycsb` process of
+//! its own (`--store COPY --skip-load`), and collects their reports. The OS-cache
+//! configuration's process runs in a memory cgroup of the page cache plus the tier plus
+//! `--overhead-mib`, the same total the tiered runs use. The readers-against-writers
+//! experiment runs in this process.
+//!
+//! Must never: leave a store copy behind, or call a configuration what it was not.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use tierkv::{RegionBacking, SlowTier};
+use tierkv_bench::tier::{
+    describe_config, run_writers, ConfigRun, TierReport, WritersConfig, CONFIGS,
+};
+use tierkv_bench::ycsb::driver::{self, EngineRun, YcsbConfig, YcsbReport};
+use tierkv_bench::ycsb::WorkloadSpec;
+use tierkv_io::AccessMethod;
+
+use crate::{parse_seconds, ReportArgs};
+
+#[derive(Args)]
+pub(crate) struct TierArgs {
+    /// Directory for the stores (on a disk: data reads are direct).
+    #[arg(long)]
+    path: PathBuf,
+    /// How the tiered and DRAM configurations read pages: direct (the default, so that the
+    /// OS page cache serves none of them) or syscall (where the file system refuses
+    /// O_DIRECT). The os-cache configuration always reads through the OS page cache.
+    #[arg(long, default_value = "direct")]
+    read_method: AccessMethod,
+    /// Records loaded (10 fields of 100 bytes each).
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// The engine's memory budget in MiB (its page cache and memtables).
+    #[arg(long, default_value_t = 256)]
+    cache_mib: u64,
+    /// MiB of the tier (default: twice --cache-mib).
+    #[arg(long)]
+    tier_mib: Option<u64>,
+    /// The tier's memory: `anonymous`, or a directory (a tmpfs such as /dev/shm, a DAX mount)
+    /// or file to map.
+    #[arg(long, default_value = "anonymous")]
+    tier_backing: String,
+    /// Emulate a slow tier in the YCSB runs: optane, cxl, or read_ns=N,write_ns=N,
+    /// read_mbps=N,write_mbps=N.
+    #[arg(long, value_parser = SlowTier::parse)]
+    tier_emulate: Option<SlowTier>,
+    /// YCSB workloads, in order.
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d")]
+    workloads: Vec<String>,
+    /// Seconds each workload is measured (a trailing `s` is accepted).
+    #[arg(long, default_value = "20", value_parser = parse_seconds)]
+    duration: f64,
+    /// Requests of each workload run first, unmeasured, to fill the caches.
+    #[arg(long, default_value_t = 200_000)]
+    warmup: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Configurations, comma-separated, from no-tier, tier-no-bypass, tier, all-dram,
+    /// os-cache; or `none` for the writers experiment alone.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "no-tier,tier-no-bypass,tier,all-dram,os-cache"
+    )]
+    configs: Vec<String>,
+    /// MiB the os-cache configuration's cgroup allows beyond the page cache and the tier:
+    /// the engine's own memory besides its caches.
+    #[arg(long, default_value_t = 128)]
+    overhead_mib: u64,
+    /// Reader threads of the readers-against-writers experiment (0: skip it).
+    #[arg(long, default_value_t = 8)]
+    readers: usize,
+    /// Writer counts of that experiment.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8")]
+    writers: Vec<usize>,
+    /// Where that experiment's tier lives: `anonymous`, or a directory such as /dev/shm.
+    #[arg(long, default_value = "/dev/shm")]
+    writers_backing: String,
+    /// MiB of that experiment's tier.
+    #[arg(long, default_value_t = 256)]
+    writers_tier_mib: u64,
+    /// Seconds per point of that experiment.
+    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    writers_seconds: f64,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+fn backing(text: &str) -> RegionBacking {
+    match text {
+        "anonymous" => RegionBacking::Anonymous,
+        path => RegionBacking::File(path.into()),
+    }
+}
+
+pub(crate) fn bench_tier(args: TierArgs) -> Result<ExitCode, String> {
+    let configs: Vec<String> = match args.configs.as_slice() {
+        [none] if none == "none" => Vec::new(),
+        names => names.to_vec(),
+    };
+    if let Some(unknown) = configs.iter().find(|c| !CONFIGS.contains(&c.as_str())) {
+        return Err(format!("unknown configuration {unknown:?}; expected {}", CONFIGS.join(", ")));
+    }
+    for name in &args.workloads {
+        WorkloadSpec::core(name)
+            .ok_or_else(|| format!("unknown workload {name:?}; expected a letter from a to f"))?;
+    }
+    let tier_mib = args.tier_mib.unwrap_or(2 * args.cache_mib);
+    let dir = args.path.join(format!("tierkv-tier-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let outcome = run(&args, &configs, tier_mib, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = outcome?;
+    print!("{}", report.table());
+    if let Some(json) = &args.report.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    }
+    if let Some(plots) = &args.report.plot {
+        for path in report.write_plots(plots).map_err(|e| e.to_string())? {
+            println!("plot: {}", path.display());
+        }
+    }
+    let failed = report.configs.iter().any(|c| c.run.failure.is_some());
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn run(
+    args: &TierArgs,
+    configs: &[String],
+    tier_mib: u64,
+    dir: &Path,
+) -> Result<TierReport, String> {
+    let mut report = TierReport {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        machine: tierkv_io::machine::machine_info().into(),
+        records: args.records,
+        cache_bytes: args.cache_mib << 20,
+        tier_bytes: tier_mib << 20,
+        tier_backing: String::new(),
+        emulation: args.tier_emulate.as_ref().map(SlowTier::describe),
+        data_bytes: 0,
+        load: None,
+        configs: Vec::new(),
+        writers: Vec::new(),
+    };
+    if !configs.is_empty() {
+        let base = dir.join("base");
+        eprintln!("bench tier: loading {} records into {}", args.records, base.display());
+        report.load = Some(load(args, &base)?);
+        report.data_bytes = dir_bytes(&base.join("blocks"));
+        for config in configs {
+            let copy = dir.join(config);
+            copy_dir(&base, &copy)?;
+            eprintln!("bench tier: {config}: {}", describe_config(config).unwrap_or(""));
+            let run = run_config(args, config, tier_mib, dir, &copy);
+            let _ = std::fs::remove_dir_all(&copy);
+            let (command, run) = run?;
+            if let Some(tier) = run.phases.last().and_then(tier_backing) {
+                report.tier_backing = tier;
+            }
+            print_config(config, &run);
+            report.configs.push(ConfigRun {
+                config: config.clone(),
+                description: describe_config(config).unwrap_or("").into(),
+                command,
+                run,
+            });
+        }
+    }
+    if args.readers > 0 && !args.writers.is_empty() {
+        let config = WritersConfig {
+            backing: backing(&args.writers_backing),
+            capacity_bytes: args.writers_tier_mib << 20,
+            block_bytes: 8 << 10,
+            readers: args.readers,
+            writers: args.writers.clone(),
+            seconds: args.writers_seconds,
+            tiers: vec![None, SlowTier::preset("optane")],
+        };
+        report.writers = run_writers(&config, |what| eprintln!("bench tier: writers: {what}"))?;
+    }
+    Ok(report)
+}
+
+/// The tier's backing as a run reported it (in the engine's counters).
+fn tier_backing(phase: &driver::PhaseResult) -> Option<String> {
+    let tier = phase.engine_counters.as_ref()?.get("tier")?;
+    Some(tier.get("backing")?.as_str()?.to_string())
+}
+
+fn print_config(config: &str, run: &EngineRun) {
+    println!("\n{config}: {}", run.settings);
+    match &run.failure {
+        Some(failure) => println!("failed: {failure}"),
+        None => print!("{}", driver::table(&run.phases)),
+    }
+}
+
+/// Loads the records into `base` with the no-tier configuration's options.
+fn load(args: &TierArgs, base: &Path) -> Result<driver::PhaseResult, String> {
+    let options = tierkv::Options {
+        cache_size: (args.cache_mib << 20) as usize,
+        read_method: args.read_method,
+        ..tierkv::Options::default()
+    };
+    let db = tierkv::Db::open(base, options).map_err(|e| format!("cannot open the store: {e}"))?;
+    let store = driver::TierkvStore { db, durability: tierkv::Durability::Buffered };
+    let config = YcsbConfig {
+        records: args.records,
+        threads: args.threads,
+        progress: !args.report.quiet,
+        engine: "tierkv".into(),
+        ..YcsbConfig::default()
+    };
+    let loaded = driver::load(&store, &config)?;
+    store.db.close().map_err(|e| e.to_string())?;
+    Ok(loaded)
+}
+
+/// Runs one configuration on `store` in a `tierkv bench ycsb` process; returns its command
+/// line and its run.
+fn run_config(
+    args: &TierArgs,
+    config: &str,
+    tier_mib: u64,
+    dir: &Path,
+    store: &Path,
+) -> Result<(String, EngineRun), String> {
+    let json = dir.join(format!("{config}.json"));
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let mut command: Vec<String> =
+        vec!["bench".into(), "ycsb".into(), "--engines".into(), "tierkv".into()];
+    let mut push = |items: &[&str]| command.extend(items.iter().map(|s| s.to_string()));
+    let records = args.records.to_string();
+    let duration = args.duration.to_string();
+    let warmup = args.warmup.to_string();
+    let threads = args.threads.to_string();
+    let workloads = args.workloads.join(",");
+    push(&["--store", &store.to_string_lossy(), "--skip-load", "--records", &records]);
+    push(&["--operations", "0", "--duration", &duration, "--warmup", &warmup]);
+    push(&["--threads", &threads, "--workloads", &workloads, "--durability", "buffered"]);
+    push(&["--path", &dir.to_string_lossy(), "--quiet", "--json", &json.to_string_lossy()]);
+    let tier = tier_mib.to_string();
+    let method = args.read_method.name().to_string();
+    let (cache, read_method) = match config {
+        "all-dram" => ((args.cache_mib + tier_mib).to_string(), method.as_str()),
+        "os-cache" => (args.cache_mib.to_string(), "syscall"),
+        _ => (args.cache_mib.to_string(), method.as_str()),
+    };
+    push(&["--cache-mib", &cache, "--read-method", read_method]);
+    match config {
+        "tier" | "tier-no-bypass" => {
+            let overhead = if config == "tier" { "0.1" } else { "0" };
+            push(&["--tier-mib", &tier, "--tier-max-overhead", overhead]);
+            push(&["--tier-backing", &args.tier_backing]);
+            if let Some(emulation) = &args.tier_emulate {
+                let spec = format!(
+                    "read_ns={},write_ns={}{}{}",
+                    emulation.read_delay_ns,
+                    emulation.write_delay_ns,
+                    emulation
+                        .read_bytes_per_sec
+                        .map_or(String::new(), |r| format!(",read_mbps={}", r / 1_000_000)),
+                    emulation
+                        .write_bytes_per_sec
+                        .map_or(String::new(), |w| format!(",write_mbps={}", w / 1_000_000)),
+                );
+                push(&["--tier-emulate", &spec]);
+            }
+        }
+        "os-cache" => {
+            let limit = (args.cache_mib + tier_mib + args.overhead_mib).to_string();
+            push(&["--memory-limit-mib", &limit]);
+        }
+        _ => {}
+    }
+    let line = format!("tierkv {}", command.join(" "));
+    let status = std::process::Command::new(exe)
+        .args(&command)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot start {line}: {e}"))?;
+    let text = std::fs::read_to_string(&json);
+    let _ = std::fs::remove_file(&json);
+    let run = match text {
+        Ok(text) => {
+            let report: YcsbReport = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            report.engines.into_iter().next().ok_or("the run reported no engine")?
+        }
+        Err(_) => EngineRun {
+            failure: Some(format!("{line} failed ({status}) and wrote no report")),
+            ..EngineRun::new("tierkv", Vec::new())
+        },
+    };
+    Ok((line, run))
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("cannot make {}: {e}", to.display()))?;
+    let entries =
+        std::fs::read_dir(from).map_err(|e| format!("cannot list {}: {e}", from.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .map_err(|e| format!("cannot copy {}: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}

@@ -1,0 +1,77 @@
+//! `tierkv bench tier` with tiny parameters, as a user runs it: every configuration in a
+//! process of its own on a copy of one loaded store, the writers experiment, the report and
+//! the plots.
+
+use std::process::Command;
+
+#[test]
+fn the_tier_bench_runs_every_configuration_small() {
+    let dir = tempfile::tempdir().expect("dir");
+    let json = dir.path().join("tier.json");
+    let plots = dir.path().join("plots");
+    // Direct reads where the file system takes them, as the bench runs by default.
+    let direct = tierkv_io::file_system_info(dir.path())
+        .map(|info| info.direct_alignment.is_some())
+        .unwrap_or(false);
+    let output = Command::new(env!("CARGO_BIN_EXE_tierkv"))
+        .args(["bench", "tier", "--records", "3000", "--cache-mib", "4", "--tier-mib", "8"])
+        .args(["--workloads", "c,a", "--duration", "0.3", "--warmup", "300", "--quiet"])
+        .args(["--read-method", if direct { "direct" } else { "syscall" }])
+        .args(["--readers", "2", "--writers", "0,1", "--writers-tier-mib", "2"])
+        .args(["--writers-seconds", "0.1", "--writers-backing"])
+        .arg(dir.path())
+        .arg("--path")
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .arg("--plot")
+        .arg(&plots)
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {stderr}")),
+    )
+    .expect("json");
+    let configs = report["configs"].as_array().expect("configs");
+    let names: Vec<&str> = configs.iter().map(|c| c["config"].as_str().expect("name")).collect();
+    assert_eq!(names, ["no-tier", "tier-no-bypass", "tier", "all-dram", "os-cache"]);
+    for config in configs {
+        let name = config["config"].as_str().expect("name");
+        let run = &config["run"];
+        if name == "os-cache" && !run["failure"].is_null() {
+            // No writable cgroup hierarchy here: the reason is recorded and the exit fails.
+            assert!(run["failure"].as_str().expect("why").contains("failed"), "{run}");
+            assert!(!output.status.success());
+            continue;
+        }
+        assert!(run["failure"].is_null(), "{name}: {run}");
+        let phases = run["phases"].as_array().expect("phases");
+        let letters: Vec<&str> = phases.iter().map(|p| p["phase"].as_str().expect("p")).collect();
+        assert_eq!(letters, ["c", "a"], "{name}: no load, the copy holds the records");
+        let tier = &phases[1]["engine_counters"]["tier"];
+        if name.starts_with("tier") {
+            assert!(tier["lookups"].as_u64().expect("lookups") > 0, "{name}: {tier}");
+            assert_eq!(tier["overhead_bypass"].as_bool(), Some(name == "tier"), "{name}");
+            assert!(config["command"].as_str().expect("command").contains("--tier-mib 8"));
+        } else {
+            assert!(tier.is_null(), "{name}: {tier}");
+        }
+    }
+    assert!(configs[3]["command"].as_str().expect("command").contains("--cache-mib 12"));
+    assert!(configs[4]["command"].as_str().expect("command").contains("--memory-limit-mib 140"));
+    assert_eq!(report["load"]["operations"].as_u64(), Some(3000));
+    assert!(report["data_bytes"].as_u64().expect("bytes") > 0);
+    let writers = report["writers"].as_array().expect("writers");
+    assert_eq!(writers.len(), 4, "dram and optane, 0 and 1 writer");
+    assert!(stdout.contains("readers of the tier against writers"), "{stdout}");
+    assert!(plots.join("throughput.svg").exists() && plots.join("readers-vs-writers.svg").exists());
+    // Only the report and the plots are left: the stores and their copies are gone.
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["plots", "tier.json"]);
+}

@@ -73,6 +73,10 @@ pub(crate) struct YcsbArgs {
     /// of a scratch one; one engine only.
     #[arg(long, value_name = "DIR")]
     store: Option<PathBuf>,
+    /// The first workload's warm-up requests, instead of --warmup (to fill a large cache
+    /// once; the other workloads warm up with --warmup).
+    #[arg(long, value_name = "OPERATIONS")]
+    warmup_first: Option<u64>,
     /// Run no load: the store in --store holds the --records records already (a copy of a
     /// loaded one).
     #[arg(long, requires = "store")]
@@ -139,6 +143,7 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         progress: !args.report.quiet,
         engine: String::new(),
         skip_load: args.skip_load,
+        first_warmup_operations: args.warmup_first,
     };
     config.check().map_err(|e| format!("{e} (see --operations, --duration, --target)"))?;
     let built = built_engines();

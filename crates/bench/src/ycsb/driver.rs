@@ -137,6 +137,9 @@ pub struct YcsbConfig {
     pub engine: String,
     /// Run no load: the store holds the `records` records already (a copy of a loaded one).
     pub skip_load: bool,
+    /// The first workload's warm-up, when it should differ from `warmup_operations` (to
+    /// fill a large cache once, before every workload's own warm-up).
+    pub first_warmup_operations: Option<u64>,
 }
 
 impl Default for YcsbConfig {
@@ -155,6 +158,7 @@ impl Default for YcsbConfig {
             progress: false,
             engine: "tierkv".into(),
             skip_load: false,
+            first_warmup_operations: None,
         }
     }
 }
@@ -720,7 +724,12 @@ pub fn run_all(store: &dyn Store, config: &YcsbConfig) -> Result<Vec<PhaseResult
         phases.push(loaded);
     }
     let mut inserted = config.records;
-    for spec in &config.workloads {
+    for (i, spec) in config.workloads.iter().enumerate() {
+        let first = config.first_warmup_operations.filter(|_| i == 0);
+        let config = &YcsbConfig {
+            warmup_operations: first.unwrap_or(config.warmup_operations),
+            ..config.clone()
+        };
         let (mut result, now) = run_workload(store, *spec, config, inserted)?;
         result.engine_counters = store.counters();
         phases.push(result);

@@ -1,14 +1,20 @@
 //! `tierkv bench tier`: the tier cache's experiments (seed 002).
 //!
-//! - **YCSB through the engine** in five configurations (`TierConfig`): no tier; a tier
-//!   without Overhead Bypass; a tier with it; the page cache enlarged by the tier's size
-//!   ("all DRAM", the upper bound); and the OS page cache as the second level (buffered
-//!   reads in a memory cgroup of the same total budget). The runs themselves are `tierkv
+//! - **YCSB through the engine** in six configurations (`CONFIGS`): no tier; a tier
+//!   without Overhead Bypass; a tier with it; an exclusive tier without it (demotion from
+//!   the page cache, hits moved up); the page cache enlarged by the tier's size ("all
+//!   DRAM", the upper bound); and the OS page cache as the second level (buffered reads in a
+//!   memory cgroup of the same total budget). The runs themselves are `tierkv
 //!   bench ycsb` processes (the CLI starts them); this module holds their report, its table
 //!   and its plot.
 //! - **Readers against writers** (`run_writers`), seed 002's figure 2: the read throughput
 //!   of a fixed set of readers of the tier as writers are added, each writer admitting
 //!   blocks as fast as it can, with and without a slow-tier emulation.
+//!
+//! With `--repeats`, every configuration runs once per round, in an order rotated each
+//! round, and the table gives medians: the ratio of the medians, and the median of the
+//! ratios each round measured side by side (drift on a shared machine hits a round's runs
+//! alike).
 //!
 //! Every figure comes from a run; nothing here asserts on speed.
 
@@ -22,13 +28,15 @@ use tierkv_tiercache::{Admission, AdmitSource, SlowTier, TierCache, TierKey, Tie
 use crate::bars::{render_bars, Bar, BarChart, Group};
 use crate::device::{BenchError, Machine};
 use crate::lines::{render_lines, Line, LineChart, Scale};
+use crate::summary::{median, median_of_present};
 use crate::svg::write_svg;
 use crate::ycsb::driver::{EngineRun, PhaseResult};
 
 pub use tierkv_io::RegionBacking;
 
-/// The five configurations of the YCSB experiment, in the order they run.
-pub const CONFIGS: [&str; 5] = ["no-tier", "tier-no-bypass", "tier", "all-dram", "os-cache"];
+/// The configurations of the YCSB experiment, in the order they run.
+pub const CONFIGS: [&str; 6] =
+    ["no-tier", "tier-no-bypass", "tier", "tier-exclusive", "all-dram", "os-cache"];
 
 /// What a configuration is, in words.
 pub fn describe_config(name: &str) -> Option<&'static str> {
@@ -36,6 +44,10 @@ pub fn describe_config(name: &str) -> Option<&'static str> {
         "no-tier" => "no tier: the page cache, then the device (direct reads)",
         "tier-no-bypass" => "a tier without Overhead Bypass",
         "tier" => "a tier with Overhead Bypass (10%)",
+        "tier-exclusive" => {
+            "an exclusive tier without Overhead Bypass: pages the page cache evicts are \
+             demoted to it, and a hit moves its block up"
+        }
         "all-dram" => "no tier, the page cache enlarged by the tier's size (the upper bound)",
         "os-cache" => {
             "no tier, buffered reads: the OS page cache is the second level, in a memory \
@@ -50,6 +62,9 @@ pub fn describe_config(name: &str) -> Option<&'static str> {
 pub struct ConfigRun {
     /// Its name (`CONFIGS`).
     pub config: String,
+    /// The round it ran in, from 0 (with `--repeats`, every configuration runs once a round).
+    #[serde(default)]
+    pub round: usize,
     /// What it is.
     pub description: String,
     /// The `tierkv bench ycsb` command line that ran it.
@@ -132,6 +147,44 @@ pub fn phase_bypass_seconds(before: Option<&PhaseResult>, phase: &PhaseResult) -
 }
 
 impl TierReport {
+    /// The configurations run, in the order of the first round.
+    fn config_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for config in &self.configs {
+            if !names.contains(&config.config.as_str()) {
+                names.push(&config.config);
+            }
+        }
+        names
+    }
+
+    /// Rounds run.
+    fn rounds(&self) -> usize {
+        self.configs.iter().map(|c| c.round + 1).max().unwrap_or(0)
+    }
+
+    /// The successful runs of `config`.
+    fn runs<'a>(&'a self, config: &'a str) -> impl Iterator<Item = &'a ConfigRun> {
+        self.configs.iter().filter(move |c| c.config == config && c.run.failure.is_none())
+    }
+
+    /// `config`'s ops/s on `workload` in `round`.
+    fn round_ops(&self, config: &str, workload: &str, round: usize) -> Option<f64> {
+        let run = &self.runs(config).find(|c| c.round == round)?.run;
+        Some(run.phases.iter().find(|p| p.phase == workload)?.ops_per_sec)
+    }
+
+    /// The ratio of `config` to no tier on `workload`, for each round that has both.
+    fn round_ratios(&self, config: &str, workload: &str) -> Vec<f64> {
+        (0..self.rounds())
+            .filter_map(|round| {
+                let ops = self.round_ops(config, workload, round)?;
+                let base = self.round_ops("no-tier", workload, round)?;
+                (base > 0.0).then(|| ops / base)
+            })
+            .collect()
+    }
+
     /// The workloads run, in order.
     fn workloads(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
@@ -143,28 +196,42 @@ impl TierReport {
         names
     }
 
+    /// `config`'s ops/s on `workload`: the median over its rounds.
     fn ops(&self, config: &str, workload: &str) -> Option<f64> {
-        let run = &self.configs.iter().find(|c| c.config == config)?.run;
-        Some(run.phases.iter().find(|p| p.phase == workload)?.ops_per_sec)
+        median_of_present((0..self.rounds()).map(|round| self.round_ops(config, workload, round)))
     }
 
-    /// The table: ops/s per configuration and workload, each with its ratio to no tier, and
-    /// the tier's hit ratio and Overhead Bypass time per workload.
+    /// The table: ops/s per configuration and workload (medians over the rounds), each with
+    /// its ratio to no tier; with more than one round, each configuration's runs and the
+    /// median of the ratios measured in the same round; then the tier's hit ratio and
+    /// Overhead Bypass time per workload.
     pub fn table(&self) -> String {
         let workloads = self.workloads();
-        let mut out = format!("{:<16}", "config");
+        let rounds = self.rounds();
+        let mut out = String::new();
+        if rounds > 1 {
+            out += &format!(
+                "medians of {rounds} rounds (each round runs every configuration, in an order \
+                 rotated by one each round)\n"
+            );
+        }
+        out += &format!("{:<16}", "config");
         for w in &workloads {
             out += &format!("{:>20}", format!("{} ops/s (÷ none)", w.to_ascii_uppercase()));
         }
         out += "\n";
-        for config in &self.configs {
-            out += &format!("{:<16}", config.config);
-            if let Some(failure) = &config.run.failure {
-                out += &format!("failed: {failure}\n");
+        for name in self.config_names() {
+            out += &format!("{name:<16}");
+            if self.runs(name).next().is_none() {
+                let failure = self
+                    .configs
+                    .iter()
+                    .find_map(|c| (c.config == name).then_some(c.run.failure.as_deref()).flatten());
+                out += &format!("failed: {}\n", failure.unwrap_or("no run"));
                 continue;
             }
             for w in &workloads {
-                let cell = match (self.ops(&config.config, w), self.ops("no-tier", w)) {
+                let cell = match (self.ops(name, w), self.ops("no-tier", w)) {
                     (Some(ops), Some(base)) if base > 0.0 => {
                         format!("{ops:.0} ({:.2})", ops / base)
                     }
@@ -175,18 +242,57 @@ impl TierReport {
             }
             out += "\n";
         }
-        let tiered: Vec<&ConfigRun> =
-            self.configs.iter().filter(|c| c.config.starts_with("tier")).collect();
+        if rounds > 1 {
+            out += "\nratio to no tier measured in each round: median [lowest, highest]\n";
+            for name in self.config_names().into_iter().filter(|&n| n != "no-tier") {
+                out += &format!("{name:<16}");
+                for w in &workloads {
+                    let ratios = self.round_ratios(name, w);
+                    let cell = match ratios.iter().copied().reduce(f64::min) {
+                        Some(low) => {
+                            let high = ratios.iter().copied().fold(low, f64::max);
+                            format!("{:.3} [{low:.3}, {high:.3}]", median(&ratios))
+                        }
+                        None => "-".into(),
+                    };
+                    out += &format!("{cell:>24}");
+                }
+                out += "\n";
+            }
+            out += "\nops/s of each round\n";
+            for name in self.config_names() {
+                for w in &workloads {
+                    let figures: Vec<String> = (0..rounds)
+                        .map(|round| {
+                            self.round_ops(name, w, round)
+                                .map_or("-".into(), |ops| format!("{ops:.0}"))
+                        })
+                        .collect();
+                    out +=
+                        &format!("{name:<16}{:>3} {}\n", w.to_ascii_uppercase(), figures.join(" "));
+                }
+            }
+        }
+        let tiered: Vec<&str> =
+            self.config_names().into_iter().filter(|c| c.starts_with("tier")).collect();
         if !tiered.is_empty() {
-            out += "\ntier hit ratio per workload (bypass seconds)\n";
-            for config in tiered {
-                out += &format!("{:<16}", config.config);
-                let phases = &config.run.phases;
-                for (i, phase) in phases.iter().enumerate() {
-                    let before = i.checked_sub(1).map(|j| &phases[j]);
-                    let ratio = phase_tier_hit_ratio(before, phase);
-                    let bypass = phase_bypass_seconds(before, phase);
-                    let cell = match (ratio, bypass) {
+            out += "\ntier hit ratio per workload (bypass seconds), medians over the rounds\n";
+            for name in tiered {
+                out += &format!("{name:<16}");
+                let runs: Vec<&ConfigRun> = self.runs(name).collect();
+                let Some(first) = runs.first() else {
+                    out += "\n";
+                    continue;
+                };
+                for (i, phase) in first.run.phases.iter().enumerate() {
+                    let figure = |f: fn(Option<&PhaseResult>, &PhaseResult) -> Option<f64>| {
+                        median_of_present(runs.iter().map(|run| {
+                            let phases = &run.run.phases;
+                            let before = i.checked_sub(1).and_then(|j| phases.get(j));
+                            f(before, phases.get(i)?)
+                        }))
+                    };
+                    let cell = match (figure(phase_tier_hit_ratio), figure(phase_bypass_seconds)) {
                         (Some(r), Some(b)) => format!("{}: {r:.3} ({b:.1} s)", phase.phase),
                         _ => format!("{}: -", phase.phase),
                     };
@@ -214,9 +320,13 @@ impl TierReport {
     }
 
     fn footer(&self) -> String {
+        let rounds = match self.rounds() {
+            0 | 1 => String::new(),
+            n => format!(" | medians of {n} rounds"),
+        };
         format!(
             "CPU: {} ({} cores) | kernel {} | {} records, {:.0} MiB of block files | page \
-             cache {} MiB, tier {} MiB\ntier: {}{}",
+             cache {} MiB, tier {} MiB{rounds}\ntier: {}{}",
             self.machine.cpu_model,
             self.machine.cores,
             self.machine.kernel,
@@ -240,16 +350,16 @@ impl TierReport {
             let chart = BarChart {
                 title: "YCSB through the engine: a tier beside the page cache".into(),
                 y_label: "ops/s".into(),
-                series: self.configs.iter().map(|c| c.config.clone()).collect(),
+                series: self.config_names().iter().map(|c| c.to_string()).collect(),
                 groups: self
                     .workloads()
                     .iter()
                     .map(|w| Group {
                         label: w.to_ascii_uppercase(),
                         bars: self
-                            .configs
+                            .config_names()
                             .iter()
-                            .map(|c| Bar { value: self.ops(&c.config, w), reference: None })
+                            .map(|c| Bar { value: self.ops(c, w), reference: None })
                             .collect(),
                     })
                     .collect(),
@@ -483,6 +593,7 @@ mod tests {
         assert_eq!(phase_tier_hit_ratio(None, &none), None);
         let run = |config: &str, ops: f64| ConfigRun {
             config: config.into(),
+            round: 0,
             description: String::new(),
             command: String::new(),
             run: EngineRun::new(
@@ -509,5 +620,55 @@ mod tests {
             table.contains("a: 0.500 (2.0 s)") && table.contains("c: 0.750 (0.5 s)"),
             "{table}"
         );
+    }
+
+    /// With rounds, the table gives medians, the median of each round's side-by-side
+    /// ratios with its range, and every round's figure.
+    #[test]
+    fn repeated_rounds_are_summarised_by_medians() {
+        let phase = |ops: f64| PhaseResult {
+            phase: "a".into(),
+            operations: 1,
+            seconds: 1.0,
+            ops_per_sec: ops,
+            not_found: 0,
+            warmup_operations: 0,
+            warmup_seconds: 0.0,
+            per_operation: Vec::new(),
+            engine_counters: None,
+        };
+        let run = |config: &str, round: usize, ops: f64| ConfigRun {
+            config: config.into(),
+            round,
+            description: String::new(),
+            command: String::new(),
+            run: EngineRun::new("tierkv", vec![phase(ops)]),
+        };
+        let report = TierReport {
+            command: String::new(),
+            machine: tierkv_io::machine::machine_info().into(),
+            records: 0,
+            cache_bytes: 0,
+            tier_bytes: 0,
+            tier_backing: String::new(),
+            emulation: None,
+            data_bytes: 0,
+            load: None,
+            configs: vec![
+                run("no-tier", 0, 100.0),
+                run("tier", 0, 98.0),
+                run("tier", 1, 120.0),
+                run("no-tier", 1, 125.0),
+                run("no-tier", 2, 90.0),
+                run("tier", 2, 91.0),
+            ],
+            writers: Vec::new(),
+        };
+        let table = report.table();
+        assert!(table.contains("medians of 3 rounds"), "{table}");
+        // Medians 100 and 98: 0.98. Ratios per round 0.98, 0.96, 1.011: median 0.980.
+        assert!(table.contains("98 (0.98)"), "{table}");
+        assert!(table.contains("0.980 [0.960, 1.011]"), "{table}");
+        assert!(table.contains("100 125 90") && table.contains("98 120 91"), "{table}");
     }
 }

@@ -109,6 +109,9 @@ impl StoreKind {
     }
 }
 
+/// A block's content and, when the store keeps one, its version (`read_versioned`).
+pub type Versioned = (Vec<u8>, Option<GroupId>);
+
 /// What a block store offers the layer above. Implementations are `Send + Sync`: many
 /// threads read and write at once.
 ///
@@ -143,6 +146,20 @@ pub trait BlockStore: Send + Sync {
 
     /// The block's content, or `None` if it was never written or was deleted.
     fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError>;
+
+    /// `read`, with the version of the content when the store keeps one (the group that
+    /// wrote it): what `offer_evicted` is given back.
+    fn read_versioned(&self, id: BlockId) -> Result<Option<Versioned>, BlockError> {
+        Ok(self.read(id)?.map(|bytes| (bytes, None)))
+    }
+
+    /// Says that the layer above's cache let go of a clean copy of block `id` whose content
+    /// is `raw`, as `read` returned it, at `version` (from `read_versioned`, or the group
+    /// that wrote it). A tier cache may admit it (a demotion); it does nothing when the
+    /// store has no tier, the tier declines, or `id` is at another version by now.
+    fn offer_evicted(&self, id: BlockId, version: GroupId, raw: &[u8]) {
+        let _ = (id, version, raw);
+    }
 
     /// Makes recovery cheap: `LogStore` writes a map checkpoint; `DoublewriteStore` has
     /// nothing to do.

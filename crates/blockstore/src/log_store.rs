@@ -117,7 +117,7 @@ use crate::stats::Counters;
 use crate::writeback::{Hints, Writeback};
 use crate::{
     BlockError, BlockId, BlockStore, BlockWrite, GroupId, RecoveryReport, StoreKind, StoreOptions,
-    StoreStats, VerifyReport,
+    StoreStats, VerifyReport, Versioned,
 };
 
 /// A large group goes to the write-back thread (and its log part to the file) in pieces of
@@ -717,12 +717,22 @@ impl BlockStore for LogStore {
     }
 
     fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {
+        Ok(self.read_versioned(id)?.map(|(raw, _)| raw))
+    }
+
+    fn offer_evicted(&self, id: BlockId, version: GroupId, raw: &[u8]) {
+        if let Some(tier) = &self.shared.tier {
+            self.shared.demote(tier, id, version, raw);
+        }
+    }
+
+    fn read_versioned(&self, id: BlockId) -> Result<Option<Versioned>, BlockError> {
         let shared = &*self.shared;
         shared.check_not_closed()?;
         let mut found = shared.locate(id)?;
         if let (Some(tier), Some((location, file))) = (&shared.tier, &found) {
             if let Some(raw) = shared.read_from_tier(tier, id, location, file) {
-                return Ok(Some(raw));
+                return Ok(Some((raw, Some(location.version))));
             }
         }
         let (raw, location) = loop {
@@ -754,7 +764,7 @@ impl BlockStore for LogStore {
             &shared.counters.read_bytes,
             (BLOCK_HEADER_BYTES + location.stored_len as usize) as u64,
         );
-        Ok(Some(raw))
+        Ok(Some((raw, Some(location.version))))
     }
 
     fn checkpoint(&self) -> Result<(), BlockError> {
@@ -962,6 +972,51 @@ impl Shared {
             Counters::add(&self.counters.tier_rejected, 1);
         }
         raw
+    }
+
+    /// Offers the tier block `id`'s content at `version`, `raw` (decompressed), which the
+    /// layer above's cache let go of: rebuilt in its stored form (compressed as the store
+    /// compresses, under a header of its own) and admitted, if the tier takes it and the map
+    /// still holds that version. The bytes are built only once the tier has said it would
+    /// take them (Overhead Bypass refuses most offers while it is in force).
+    ///
+    /// A version's content never changes, so an entry is never stale: if the map moves on
+    /// while this runs, the entry is unreachable (reads look up the map's version) and is
+    /// invalidated here, as the write that replaced it may have invalidated before it came.
+    fn demote(&self, tier: &TierCache, id: BlockId, version: GroupId, raw: &[u8]) {
+        let key = TierKey { id: id.0, version: version.0 };
+        let current = |location: &Location| location.version == version;
+        let Ok(Some((location, _))) = self.locate(id) else { return };
+        if !current(&location) || location.raw_len as usize != raw.len() {
+            return;
+        }
+        let len = BLOCK_HEADER_BYTES + location.stored_len as usize;
+        if tier.admission(key, len, AdmitSource::Evict).is_some() {
+            return;
+        }
+        let (codec, stored) = format::compress(self.options.codec, raw);
+        if stored.len() != location.stored_len as usize {
+            // The store compressed it otherwise when it wrote it (another codec then).
+            return;
+        }
+        let header = BlockHeader {
+            flags: FLAG_LAST_IN_GROUP,
+            codec,
+            id,
+            group: version,
+            version,
+            stored_len: location.stored_len,
+            raw_len: location.raw_len,
+            index: 0,
+            count: 1,
+            remote: None,
+        };
+        let mut head = Vec::with_capacity(BLOCK_HEADER_BYTES);
+        format::encode_header(&mut head, &header, &stored);
+        tier.admit(key, &[&head, &stored], AdmitSource::Evict);
+        if !matches!(self.locate(id), Ok(Some((location, _))) if current(&location)) {
+            tier.invalidate(key);
+        }
     }
 
     fn read_index(&self) -> std::sync::RwLockReadGuard<'_, Index> {

@@ -57,6 +57,17 @@ pub struct EngineArgs {
     /// Emulate a slow tier: optane, cxl, or read_ns=N,write_ns=N,read_mbps=N,write_mbps=N.
     #[arg(long, value_parser = SlowTier::parse)]
     pub tier_emulate: Option<SlowTier>,
+    /// Admit each block a device read returns (cache_on_read, NVCache's read path).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub tier_cache_on_read: bool,
+    /// Admit the pages the page cache evicts clean (cache_on_evict, a demotion: the tier
+    /// holds what the page cache does not).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub tier_cache_on_evict: bool,
+    /// A tier hit moves the block out (exclusive: the page cache keeps it, and
+    /// --tier-cache-on-evict brings it back); for a tier without Overhead Bypass.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub tier_exclusive: bool,
     /// Admit the pages checkpoints write (cache_on_checkpoint).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub tier_cache_on_checkpoint: bool,
@@ -93,6 +104,9 @@ impl EngineArgs {
             numa_node: self.tier_numa_node,
             overhead_bypass: self.tier_max_overhead > 0.0,
             max_overhead: if self.tier_max_overhead > 0.0 { self.tier_max_overhead } else { 0.10 },
+            cache_on_evict: self.tier_cache_on_evict,
+            exclusive: self.tier_exclusive,
+            cache_on_read: self.tier_cache_on_read,
             cache_on_checkpoint: self.tier_cache_on_checkpoint,
             cache_on_write: self.tier_cache_on_write,
             emulation: self.tier_emulate.clone(),

@@ -67,14 +67,19 @@ pub(crate) struct TierArgs {
     /// Client threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Configurations, comma-separated, from no-tier, tier-no-bypass, tier, all-dram,
-    /// os-cache; or `none` for the writers experiment alone.
+    /// Configurations, comma-separated, from no-tier, tier-no-bypass, tier,
+    /// tier-exclusive, all-dram, os-cache; or `none` for the writers experiment alone.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "no-tier,tier-no-bypass,tier,all-dram,os-cache"
+        default_value = "no-tier,tier-no-bypass,tier,tier-exclusive,all-dram,os-cache"
     )]
     configs: Vec<String>,
+    /// Rounds: every configuration runs once a round, each round in an order rotated by one
+    /// (so that none always runs first), and the table gives medians and the ratios each
+    /// round measured side by side.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeats: u32,
     /// MiB the os-cache configuration's cgroup allows beyond the page cache and the tier:
     /// the engine's own memory besides its caches.
     #[arg(long, default_value_t = 128)]
@@ -161,23 +166,30 @@ fn run(
         eprintln!("bench tier: loading {} records into {}", args.records, base.display());
         report.load = Some(load(args, &base)?);
         report.data_bytes = dir_bytes(&base.join("blocks"));
-        for config in configs {
-            let copy = dir.join(config);
-            copy_dir(&base, &copy)?;
-            eprintln!("bench tier: {config}: {}", describe_config(config).unwrap_or(""));
-            let run = run_config(args, config, tier_mib, dir, &copy);
-            let _ = std::fs::remove_dir_all(&copy);
-            let (command, run) = run?;
-            if let Some(tier) = run.phases.last().and_then(tier_backing) {
-                report.tier_backing = tier;
+        let rounds = args.repeats as usize;
+        for round in 0..rounds {
+            let mut order = configs.to_vec();
+            order.rotate_left(round % configs.len());
+            for config in &order {
+                let copy = dir.join(config);
+                copy_dir(&base, &copy)?;
+                let what = describe_config(config).unwrap_or("");
+                eprintln!("bench tier: round {} of {rounds}: {config}: {what}", round + 1);
+                let run = run_config(args, config, tier_mib, dir, &copy);
+                let _ = std::fs::remove_dir_all(&copy);
+                let (command, run) = run?;
+                if let Some(tier) = run.phases.last().and_then(tier_backing) {
+                    report.tier_backing = tier;
+                }
+                print_config(config, &run);
+                report.configs.push(ConfigRun {
+                    config: config.clone(),
+                    round,
+                    description: what.into(),
+                    command,
+                    run,
+                });
             }
-            print_config(config, &run);
-            report.configs.push(ConfigRun {
-                config: config.clone(),
-                description: describe_config(config).unwrap_or("").into(),
-                command,
-                run,
-            });
         }
     }
     if args.readers > 0 && !args.writers.is_empty() {
@@ -264,9 +276,13 @@ fn run_config(
     };
     push(&["--cache-mib", &cache, "--read-method", read_method]);
     match config {
-        "tier" | "tier-no-bypass" => {
+        "tier" | "tier-no-bypass" | "tier-exclusive" => {
             let overhead = if config == "tier" { "0.1" } else { "0" };
             push(&["--tier-mib", &tier, "--tier-max-overhead", overhead]);
+            if config == "tier-exclusive" {
+                push(&["--tier-cache-on-read", "false", "--tier-cache-on-evict", "true"]);
+                push(&["--tier-exclusive", "true"]);
+            }
             push(&["--tier-backing", &args.tier_backing]);
             if let Some(emulation) = &args.tier_emulate {
                 let spec = format!(

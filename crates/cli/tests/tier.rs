@@ -37,7 +37,10 @@ fn the_tier_bench_runs_every_configuration_small() {
     .expect("json");
     let configs = report["configs"].as_array().expect("configs");
     let names: Vec<&str> = configs.iter().map(|c| c["config"].as_str().expect("name")).collect();
-    assert_eq!(names, ["no-tier", "tier-no-bypass", "tier", "all-dram", "os-cache"]);
+    assert_eq!(
+        names,
+        ["no-tier", "tier-no-bypass", "tier", "tier-exclusive", "all-dram", "os-cache"]
+    );
     for config in configs {
         let name = config["config"].as_str().expect("name");
         let run = &config["run"];
@@ -59,12 +62,19 @@ fn the_tier_bench_runs_every_configuration_small() {
             assert!(tier["lookups"].as_u64().expect("lookups") > 0, "{name}: {tier}");
             assert_eq!(tier["overhead_bypass"].as_bool(), Some(name == "tier"), "{name}");
             assert!(config["command"].as_str().expect("command").contains("--tier-mib 8"));
+            // The exclusive tier is filled by demotions, and each hit takes its block out.
+            let exclusive = name == "tier-exclusive";
+            assert_eq!(tier["inserts_read"].as_u64() == Some(0), exclusive, "{name}: {tier}");
+            if exclusive {
+                assert!(tier["inserts_evict"].as_u64().expect("inserts") > 0, "{tier}");
+                assert_eq!(tier["taken"], tier["hits"], "{tier}");
+            }
         } else {
             assert!(tier.is_null(), "{name}: {tier}");
         }
     }
-    assert!(configs[3]["command"].as_str().expect("command").contains("--cache-mib 12"));
-    assert!(configs[4]["command"].as_str().expect("command").contains("--memory-limit-mib 140"));
+    assert!(configs[4]["command"].as_str().expect("command").contains("--cache-mib 12"));
+    assert!(configs[5]["command"].as_str().expect("command").contains("--memory-limit-mib 140"));
     assert_eq!(report["load"]["operations"].as_u64(), Some(3000));
     assert!(report["data_bytes"].as_u64().expect("bytes") > 0);
     let writers = report["writers"].as_array().expect("writers");
@@ -78,4 +88,39 @@ fn the_tier_bench_runs_every_configuration_small() {
         .collect();
     left.sort();
     assert_eq!(left, ["plots", "tier.json"]);
+}
+
+/// With `--repeats`, every configuration runs once a round, each round in an order rotated by
+/// one, and the table gives medians and the ratios measured in each round.
+#[test]
+fn rounds_rotate_the_order_and_the_table_gives_medians() {
+    let dir = tempfile::tempdir().expect("dir");
+    let json = dir.path().join("tier.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_tierkv"))
+        .args(["bench", "tier", "--records", "2000", "--cache-mib", "4", "--tier-mib", "8"])
+        .args(["--workloads", "c", "--duration", "0.2", "--warmup", "100", "--quiet"])
+        .args(["--warmup-first", "200", "--read-method", "syscall", "--readers", "0"])
+        .args(["--configs", "no-tier,tier", "--repeats", "3", "--path"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("report")).expect("json");
+    let runs: Vec<(String, u64)> = report["configs"]
+        .as_array()
+        .expect("configs")
+        .iter()
+        .map(|c| (c["config"].as_str().expect("name").into(), c["round"].as_u64().expect("round")))
+        .collect();
+    let expected = [("no-tier", 0), ("tier", 0), ("tier", 1), ("no-tier", 1), ("no-tier", 2)];
+    for (run, (name, round)) in runs.iter().zip(expected) {
+        assert_eq!((run.0.as_str(), run.1), (name, round), "{runs:?}");
+    }
+    assert_eq!(runs.len(), 6);
+    assert!(stdout.contains("medians of 3 rounds"), "{stdout}");
+    assert!(stdout.contains("ratio to no tier measured in each round"), "{stdout}");
 }

@@ -24,11 +24,11 @@
 //! delete a page that existed when the session began, except through `reclaim`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
+use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite, GroupId};
 
 use crate::cache::{allocation_bytes, Cached, PageCache};
 use crate::meta::{Meta, MetaError, META_BLOCK};
@@ -84,6 +84,36 @@ pub struct CachedPage {
     page: Arc<Page>,
     weight: usize,
     dirty: AtomicBool,
+    /// The block store's version of the page's block (`NO_VERSION` until it is known: a
+    /// page not written yet, or read from a store that keeps none), for demotion.
+    version: AtomicU64,
+}
+
+/// `CachedPage::version` of a page whose block's version is not known.
+const NO_VERSION: u64 = u64::MAX;
+
+impl CachedPage {
+    fn new(page: Page, dirty: bool, version: Option<GroupId>) -> CachedPage {
+        CachedPage {
+            weight: weight(&page),
+            page: Arc::new(page),
+            dirty: AtomicBool::new(dirty),
+            version: AtomicU64::new(version.map_or(NO_VERSION, |version| version.0)),
+        }
+    }
+
+    /// Offers the page to the block store's tier as it leaves the cache: a clean leaf
+    /// whose version is known, as the image it was read or written as (no copy). Internal
+    /// pages stay out: they are few and hot, and would have to be encoded again.
+    fn demote(&self, id: u64, blocks: &dyn BlockStore) {
+        let version = self.version.load(Ordering::Acquire);
+        if version == NO_VERSION || self.dirty.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(image) = page::leaf_image(&self.page) {
+            blocks.offer_evicted(BlockId(id), GroupId(version), &image);
+        }
+    }
 }
 
 impl Cached for CachedPage {
@@ -149,8 +179,13 @@ pub struct Pages {
 }
 
 impl Pages {
-    /// Pages on `blocks`, cached in `cache`.
+    /// Pages on `blocks`, cached in `cache`; the clean leaves the cache evicts are offered
+    /// to the block store's tier (`BlockStore::offer_evicted`).
     pub fn new(blocks: Arc<dyn BlockStore>, cache: PageCache<CachedPage>) -> Pages {
+        let demote_to = Arc::clone(&blocks);
+        let cache = cache.with_eviction_hook(Box::new(move |id, cached: &CachedPage| {
+            cached.demote(id, &*demote_to);
+        }));
         Pages { blocks, cache }
     }
 
@@ -195,14 +230,14 @@ impl PageSource for Pages {
         if let Some(cached) = self.cache.get(id) {
             return Ok(Arc::clone(&cached.page));
         }
-        let bytes = self.read_block(id)?;
+        let (bytes, version) = self
+            .blocks
+            .read_versioned(BlockId(id))
+            .map_err(|source| PagesError::Block { page: id, source })?
+            .ok_or(PagesError::Missing { page: id })?;
         let page = page::decode_bytes(Bytes::from(bytes))
             .map_err(|source| PagesError::Corrupt { page: id, source })?;
-        let cached = CachedPage {
-            weight: weight(&page),
-            page: Arc::new(page),
-            dirty: AtomicBool::new(false),
-        };
+        let cached = CachedPage::new(page, false, version);
         Ok(Arc::clone(&self.cache.insert(id, Arc::new(cached)).page))
     }
 }
@@ -373,11 +408,12 @@ impl<'a> BlockPages<'a> {
             .chain(self.deleted.iter().map(|id| BlockWrite::Delete(BlockId(*id))))
             .chain(meta.as_deref().map(|bytes| BlockWrite::Put(META_BLOCK, bytes)))
             .collect();
-        self.pages.blocks.apply_checkpoint_group(&group)?;
+        let version = self.pages.blocks.apply_checkpoint_group(&group)?;
         self.overflow.clear();
         self.dirty_bytes = 0;
         self.deleted.clear();
         for cached in std::mem::take(&mut self.dirty).into_values() {
+            cached.version.store(version.0, Ordering::Release);
             cached.dirty.store(false, Ordering::Release);
         }
         // The pages just written may leave now, if the cache needs the room.
@@ -421,11 +457,7 @@ impl PageStore for BlockPages<'_> {
             self.retired.push(id);
             self.allocate()
         };
-        let cached = Arc::new(CachedPage {
-            weight: weight(&page),
-            page: Arc::new(page),
-            dirty: AtomicBool::new(true),
-        });
+        let cached = Arc::new(CachedPage::new(page, true, None));
         let cache = &self.pages.cache;
         cache.remove(id);
         cache.insert(id, Arc::clone(&cached));

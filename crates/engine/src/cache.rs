@@ -18,6 +18,10 @@
 //! **Concurrency.** Pages are spread over shards by id, each with its own budget and lock;
 //! a lock is held only for the map and queue operations, never across I/O.
 //!
+//! **Eviction hook.** A cache made `with_eviction_hook` hands every page it evicts to the
+//! hook, after the shard's lock is let go (the engine offers clean pages to the tier cache
+//! below it). Pages taken out with `remove` are not evicted: they are gone, not demoted.
+//!
 //! Must never: evict a page someone holds or that is not evictable; account a page's bytes
 //! twice.
 
@@ -109,11 +113,15 @@ pub struct CacheStats {
     pub over_budget: u64,
 }
 
+/// What a cache calls with each page it evicts (see the module header).
+pub type EvictionHook<V> = Box<dyn Fn(u64, &V) + Send + Sync>;
+
 /// The page cache (see the module header).
 pub struct PageCache<V> {
     shards: Vec<Mutex<Shard<V>>>,
     evictions: AtomicU64,
     over_budget: AtomicU64,
+    on_evict: Option<EvictionHook<V>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -145,6 +153,26 @@ impl<V: Cached> PageCache<V> {
                 .collect(),
             evictions: AtomicU64::new(0),
             over_budget: AtomicU64::new(0),
+            on_evict: None,
+        }
+    }
+
+    /// This cache, handing each page it evicts to `hook` (see the module header).
+    pub fn with_eviction_hook(mut self, hook: EvictionHook<V>) -> PageCache<V> {
+        self.on_evict = Some(hook);
+        self
+    }
+
+    /// Counts `evicted` and hands them to the hook; called with no shard locked.
+    fn evicted(&self, evicted: Vec<(u64, Arc<V>)>) {
+        if evicted.is_empty() {
+            return;
+        }
+        self.evictions.fetch_add(evicted.len() as u64, Ordering::Relaxed);
+        if let Some(hook) = &self.on_evict {
+            for (id, value) in &evicted {
+                hook(*id, value);
+            }
         }
     }
 
@@ -190,10 +218,11 @@ impl<V: Cached> PageCache<V> {
         shard.used += weight;
         shard.map.insert(id, Entry { value: Arc::clone(&value), weight, freq: 0, queue });
         let evicted = shard.evict();
-        self.evictions.fetch_add(evicted, Ordering::Relaxed);
         if shard.used > shard.budget {
             self.over_budget.fetch_add(1, Ordering::Relaxed);
         }
+        drop(shard);
+        self.evicted(evicted);
         value
     }
 
@@ -227,7 +256,8 @@ impl<V: Cached> PageCache<V> {
             shard.small_bytes = shard.small_bytes - old + new;
         }
         let evicted = shard.evict();
-        self.evictions.fetch_add(evicted, Ordering::Relaxed);
+        drop(shard);
+        self.evicted(evicted);
     }
 
     /// Evicts in every shard that is over its budget, as far as pages can leave (after pages
@@ -235,8 +265,26 @@ impl<V: Cached> PageCache<V> {
     pub fn trim(&self) {
         for shard in &self.shards {
             let evicted = lock(shard).evict();
-            self.evictions.fetch_add(evicted, Ordering::Relaxed);
+            self.evicted(evicted);
         }
+    }
+
+    /// Sets the budget to `budget` bytes, split over the shards as `new` splits it, and
+    /// evicts now in the shards that are over theirs.
+    pub fn set_budget(&self, budget: usize) {
+        let per_shard = budget / self.shards.len();
+        for shard in &self.shards {
+            let mut shard = lock(shard);
+            shard.budget = per_shard;
+            let evicted = shard.evict();
+            drop(shard);
+            self.evicted(evicted);
+        }
+    }
+
+    /// The budget, bytes (the shards' together).
+    pub fn budget(&self) -> usize {
+        self.shards.iter().map(|shard| lock(shard).budget).sum()
     }
 
     /// Bytes of the cached pages.
@@ -270,10 +318,11 @@ impl<V: Cached> PageCache<V> {
 }
 
 impl<V: Cached> Shard<V> {
-    /// Evicts until the shard is within its budget or nothing can leave; returns how many
-    /// pages left.
-    fn evict(&mut self) -> u64 {
-        let mut evicted = 0;
+    /// Evicts until the shard is within its budget or nothing can leave; returns the pages
+    /// that left.
+    #[must_use]
+    fn evict(&mut self) -> Vec<(u64, Arc<V>)> {
+        let mut evicted = Vec::new();
         // Each page is passed over at most once per queue per call (freq counts down, and a
         // page that cannot leave is counted as passed), so this ends.
         let mut passes = self.small.len() + (MAX_FREQ as usize + 1) * self.main.len() + 1;
@@ -308,13 +357,13 @@ impl<V: Cached> Shard<V> {
                 }
                 (_, false) => {
                     let weight = entry.weight;
-                    self.map.remove(&id);
+                    let Some(entry) = self.map.remove(&id) else { continue };
                     self.used -= weight;
                     if from_small {
                         self.small_bytes -= weight;
                         self.remember(id);
                     }
-                    evicted += 1;
+                    evicted.push((id, entry.value));
                 }
             }
         }

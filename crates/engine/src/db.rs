@@ -44,7 +44,7 @@
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -113,6 +113,8 @@ struct Inner {
     closed: AtomicBool,
     /// Log bytes appended since the last freeze.
     log_bytes: AtomicU64,
+    /// What the page cache's budget leaves the memtables now (`Options::memtable_reserve`).
+    memtable_reserve: AtomicUsize,
     counters: Counters,
     /// Last, so that it drops after everything above has been freed.
     _release: ReleaseOnDrop,
@@ -282,7 +284,7 @@ pub struct Stats {
     pub cache: CacheStats,
     /// Bytes of pages in the page cache.
     pub cache_bytes: usize,
-    /// The page cache's budget.
+    /// The page cache's budget now: `cache_size` less what the memtables are set aside.
     pub cache_budget: usize,
     /// `get` calls.
     pub gets: u64,
@@ -397,6 +399,9 @@ impl Db {
                 meta.sequence
             )));
         }
+        // The page cache was made with its least budget; it gets what the memtable leaves.
+        let (replayed_memtable_bytes, options_memtable_max) =
+            (memtable.bytes(), options.memtable_max_bytes());
         let version =
             Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
         let state =
@@ -418,9 +423,11 @@ impl Db {
             failed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             log_bytes: AtomicU64::new(replayed_bytes),
+            memtable_reserve: AtomicUsize::new(options_memtable_max),
             counters: Counters::default(),
             _release: ReleaseOnDrop,
         });
+        inner.rebudget(replayed_memtable_bytes);
         let background = Arc::clone(&inner);
         let checkpointer = std::thread::Builder::new()
             .name("tierkv-checkpoint".into())
@@ -679,7 +686,12 @@ impl Inner {
             let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
             (bytes >= limit, bytes + frozen >= 2 * limit)
         };
-        let (due, stall) = full(&read(&self.current));
+        let (due, stall) = {
+            let version = read(&self.current);
+            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
+            self.rebudget(version.mutable.bytes() + frozen);
+            full(&version)
+        };
         if !due {
             return Ok(());
         }
@@ -701,6 +713,18 @@ impl Inner {
                 .wait_timeout(trigger, Duration::from_millis(100))
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+        }
+    }
+
+    /// Gives the page cache what the memtables, holding `memtable_bytes`, leave of
+    /// `cache_size` (`Options::memtable_reserve`: they are set aside one step more than they
+    /// hold). Called by each writer and after each checkpoint; it changes the cache's
+    /// budget only when the reserve moves by a step. Two writers racing may set it in the
+    /// wrong order; the next write sets it right.
+    fn rebudget(&self, memtable_bytes: usize) {
+        let reserve = self.options.memtable_reserve(memtable_bytes);
+        if self.memtable_reserve.swap(reserve, Ordering::AcqRel) != reserve {
+            self.pages.cache().set_budget(self.options.cache_size.saturating_sub(reserve));
         }
     }
 
@@ -950,6 +974,10 @@ impl Inner {
             tree,
             epoch: Arc::new(Epoch),
         });
+        let memtable_bytes = current.mutable.bytes();
+        drop(current);
+        // The frozen memtable's room goes back to the page cache.
+        self.rebudget(memtable_bytes);
         cp.retired.push_back((old_epoch, retired_now));
         *lock(&self.summary) = cp.summary();
         Ok(())
@@ -1095,7 +1123,7 @@ impl Inner {
             frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
             cache: cache.stats(),
             cache_bytes: cache.used_bytes(),
-            cache_budget: self.options.page_cache_bytes(),
+            cache_budget: cache.budget(),
             gets: count(&counters.gets),
             writes: count(&counters.writes),
             write_ops: count(&counters.write_ops),

@@ -15,7 +15,9 @@ use crate::Error;
 pub struct Options {
     /// The memory budget of the store's data, in bytes: the memtables (up to twice
     /// `write_buffer_size`) and the page cache of decoded pages (the rest), both counted as
-    /// the allocations they make. Default 256 MiB.
+    /// the allocations they make. The page cache takes what the memtables do not hold (to
+    /// an eighth of `write_buffer_size`), so a store that is only read caches in nearly all
+    /// of it. Default 256 MiB.
     ///
     /// What the process holds besides depends on its allocator: with glibc's malloc and
     /// several arenas, memory freed in one thread's arena is not reused by another's, and
@@ -144,9 +146,23 @@ impl Options {
         2 * self.write_buffer_bytes()
     }
 
-    /// Bytes of the page cache: `cache_size` less what the memtables may take.
+    /// Bytes of the page cache at the least: `cache_size` less what the memtables may take.
     pub fn page_cache_bytes(&self) -> usize {
         self.cache_size.saturating_sub(2 * self.write_buffer_bytes())
+    }
+
+    /// Bytes the memtables are set aside while they hold `memtable_bytes`: that, rounded up
+    /// to the next whole `memtable_step`, plus one step for them to grow into before a
+    /// writer moves the page cache's budget again; never more than they may take.
+    pub(crate) fn memtable_reserve(&self, memtable_bytes: usize) -> usize {
+        let step = self.memtable_step();
+        (memtable_bytes / step + 1).saturating_mul(step).min(self.memtable_max_bytes())
+    }
+
+    /// How far the memtables grow between two changes of the page cache's budget: an
+    /// eighth of `write_buffer_size`.
+    pub(crate) fn memtable_step(&self) -> usize {
+        (self.write_buffer_bytes() / 8).max(1)
     }
 
     /// Bytes of dirty pages a checkpoint keeps before it writes them early: a quarter of

@@ -619,6 +619,15 @@ pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
     })
 }
 
+/// A leaf's encoded image, when it has one (decoded or packed, unchanged since): the bytes
+/// its block holds, without a copy.
+pub fn leaf_image(page: &Page) -> Option<Bytes> {
+    match page {
+        Page::Leaf(LeafPage { image: Some(image), .. }) => Some(image.clone()),
+        _ => None,
+    }
+}
+
 /// The encoded page: a leaf's image when it has one (no copy), else `encode`'s bytes.
 pub fn encoded(page: &Page) -> Bytes {
     match page {

@@ -97,3 +97,44 @@ fn verify_reports_a_flipped_byte() {
         }
     }
 }
+
+/// The page cache takes what the memtables leave of `cache_size`: nearly all of it once a
+/// checkpoint has emptied them, less while writes fill them, and never more than the budget.
+#[test]
+fn the_page_cache_takes_the_room_the_memtables_leave() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = Options {
+        cache_size: 4 << 20,
+        write_buffer_size: Some(512 << 10),
+        durability: Durability::None,
+        ..Options::default()
+    };
+    let step = (512 << 10) / 8;
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let empty = db.stats().expect("stats");
+    assert_eq!(empty.cache_budget, options.cache_size - step, "{empty:?}");
+    let mut least = empty.cache_budget;
+    for i in 0..3_000u64 {
+        db.put(i.to_be_bytes(), [b'v'; 200]).expect("put");
+        let stats = db.stats().expect("stats");
+        least = least.min(stats.cache_budget);
+        // Set aside: what the memtables hold, and one step to grow into, at most twice the
+        // write buffer (a write may be one step ahead of the budget).
+        let held = stats.memtable_bytes + stats.frozen_bytes;
+        assert!(
+            stats.cache_budget + held <= options.cache_size + step,
+            "budget {} with {held} bytes in memtables",
+            stats.cache_budget
+        );
+        assert!(stats.cache_budget >= options.page_cache_bytes(), "{stats:?}");
+    }
+    assert!(least < empty.cache_budget - step, "the budget never gave the memtables room");
+    db.checkpoint().expect("checkpoint");
+    for i in (0..3_000u64).step_by(7) {
+        assert_eq!(db.get(i.to_be_bytes()).expect("get").as_deref(), Some(&[b'v'; 200][..]));
+    }
+    let after = db.stats().expect("stats");
+    assert!(after.cache_budget >= options.cache_size - 2 * step, "{after:?}");
+    assert!(after.cache_bytes <= after.cache_budget, "{after:?}");
+    db.close().expect("close");
+}

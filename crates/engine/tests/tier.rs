@@ -46,3 +46,70 @@ fn reads_below_the_page_cache_come_from_the_tier_and_stay_right() {
         db.close().expect("close");
     }
 }
+
+/// With demotion instead of read admission (`cache_on_evict`), the pages the page cache
+/// evicts clean go to the tier, at the version they were read or written at: reads below the
+/// page cache are served from it and stay right across overwrites (whose checkpoints make
+/// new versions of the pages) and concurrent readers.
+#[test]
+fn pages_the_page_cache_evicts_are_demoted_to_the_tier_and_stay_right() {
+    demoted_pages_stay_right(false);
+}
+
+/// The same, with an exclusive tier: a hit moves the block up to the page cache, and its
+/// eviction brings it back.
+#[test]
+fn an_exclusive_tier_keeps_the_data_right() {
+    demoted_pages_stay_right(true);
+}
+
+fn demoted_pages_stay_right(exclusive: bool) {
+    let dir = tempfile::tempdir().expect("dir");
+    let keys = 20_000u64;
+    let mut options = options();
+    options.tier = options.tier.map(|tier| TierOptions {
+        cache_on_read: false,
+        cache_on_evict: true,
+        exclusive,
+        cache_on_checkpoint: false,
+        cache_on_write: false,
+        ..tier
+    });
+    let db = Db::open(dir.path(), options).expect("open");
+    for key in 0..keys {
+        db.put(key.to_be_bytes(), value(key, 0)).expect("put");
+    }
+    db.checkpoint().expect("checkpoint");
+    // Keys divisible by 3 are overwritten each round.
+    let value_of = |key: u64, round: u64| value(key, if key.is_multiple_of(3) { round } else { 0 });
+    for round in 1..3 {
+        std::thread::scope(|scope| {
+            for reader in 0..2u64 {
+                let (db, value_of) = (&db, &value_of);
+                scope.spawn(move || {
+                    for key in (reader..keys).step_by(5) {
+                        let value = db.get(key.to_be_bytes()).expect("get").expect("present");
+                        // Either the value before this round's overwrite or after it.
+                        let expected = [value_of(key, round - 1), value_of(key, round)];
+                        assert!(expected.contains(&value), "key {key} in round {round}");
+                    }
+                });
+            }
+            for key in (0..keys).step_by(3) {
+                db.put(key.to_be_bytes(), value(key, round)).expect("put");
+            }
+        });
+        db.checkpoint().expect("checkpoint");
+        for key in (0..keys).step_by(7) {
+            let expected = value_of(key, round);
+            assert_eq!(db.get(key.to_be_bytes()).expect("get"), Some(expected), "{key}");
+        }
+    }
+    let stats = db.stats().expect("stats");
+    let tier = stats.tier.expect("a tier");
+    assert!(tier.inserts_evict > 0 && tier.hits > 0, "{tier}");
+    assert_eq!((tier.inserts_read, tier.inserts_checkpoint), (0, 0), "{tier}");
+    assert_eq!(tier.taken, if exclusive { tier.hits } else { 0 }, "{tier}");
+    assert_eq!(stats.blocks.tier_rejected, 0);
+    db.close().expect("close");
+}

@@ -26,8 +26,10 @@ pub struct TierKey {
 /// Which path offers a block to the tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AdmitSource {
-    /// A read that missed the tier and went to the device.
+    /// A read that missed the tier and went to the device (`cache_on_read`).
     Read,
+    /// A clean block the layer above's cache let go of (`cache_on_evict`).
+    Evict,
     /// A write by the layer above outside a checkpoint (`cache_on_write`).
     Write,
     /// A write by a checkpoint (`cache_on_checkpoint`).
@@ -47,7 +49,8 @@ pub enum Admission {
     Full,
     /// Empty, or larger than a quarter of the tier.
     Size,
-    /// `cache_on_write` or `cache_on_checkpoint` is off for its source.
+    /// `cache_on_read`, `cache_on_evict`, `cache_on_write` or `cache_on_checkpoint` is off
+    /// for its source.
     Source,
 }
 
@@ -149,15 +152,17 @@ impl TierCache {
 
     /// Copies the block cached under `key` into `out` (replacing its contents) and returns
     /// true, or returns false when the tier does not hold it. Counts a lookup either way.
+    /// With `exclusive`, a hit also takes the block out of the tier.
     pub fn get(&self, key: TierKey, out: &mut Vec<u8>) -> bool {
         let inner = &*self.inner;
         inner.counters.lookups.add(1);
         let pass = inner.pass.load(Ordering::Relaxed);
-        let copied = {
+        let (copied, taken) = {
             let mut bucket = lock(inner.bucket(key));
-            match bucket.iter_mut().find(|entry| entry.key == key) {
-                None => None,
-                Some(entry) => {
+            match bucket.iter().position(|entry| entry.key == key) {
+                None => (None, None),
+                Some(at) => {
+                    let entry = &mut bucket[at];
                     entry.hits = entry.hits.saturating_add(1);
                     entry.last_pass = pass;
                     out.clear();
@@ -167,10 +172,18 @@ impl TierCache {
                     // any later write into it) takes this lock first.
                     let read = unsafe { inner.region.read(entry.unit * UNIT, out) };
                     debug_assert!(read.is_ok(), "{read:?}");
-                    read.ok().map(|()| entry.len as usize)
+                    let copied = read.ok().map(|()| entry.len as usize);
+                    // Taken out under the lock, its extent freed after (the protocol's 3).
+                    let taken = inner.options.exclusive.then(|| bucket.swap_remove(at));
+                    (copied, taken)
                 }
             }
         };
+        if let Some(entry) = taken {
+            inner.release(&entry);
+            inner.counters.removals.add(1);
+            inner.counters.taken.add(1);
+        }
         match copied {
             Some(len) => {
                 inner.counters.hits.add(1);
@@ -184,31 +197,51 @@ impl TierCache {
         }
     }
 
-    /// Offers a block, whose bytes are `parts` back to back, to the tier.
-    pub fn admit(&self, key: TierKey, parts: &[&[u8]], source: AdmitSource) -> Admission {
+    /// Whether the tier would take a block of `len` bytes under `key` from `source` now,
+    /// before its bytes are made: `None` when it would, or what `admit` would answer,
+    /// counted as `admit` counts it (`Full` when the free units do not add up to it; `admit`
+    /// may still find no extent). A caller that has to build a block's bytes (a demotion)
+    /// asks first, so that a refusal saves that work too.
+    pub fn admission(&self, key: TierKey, len: usize, source: AdmitSource) -> Option<Admission> {
         let inner = &*self.inner;
         let counters = &inner.counters;
+        if len == 0 || len > inner.max_block {
+            counters.skipped_size.add(1);
+            return Some(Admission::Size);
+        }
         let allowed = match source {
-            AdmitSource::Read => true,
+            AdmitSource::Read => inner.options.cache_on_read,
+            AdmitSource::Evict => inner.options.cache_on_evict,
             AdmitSource::Write => inner.options.cache_on_write,
             AdmitSource::Checkpoint => inner.options.cache_on_checkpoint,
         };
         if !allowed {
             counters.skipped_source.add(1);
-            return Admission::Source;
-        }
-        let len: usize = parts.iter().map(|part| part.len()).sum();
-        if len == 0 || len > inner.max_block {
-            counters.skipped_size.add(1);
-            return Admission::Size;
+            return Some(Admission::Source);
         }
         if inner.overhead_high() {
             counters.bypassed_admissions.add(1);
-            return Admission::Bypassed;
+            return Some(Admission::Bypassed);
         }
         if lock(inner.bucket(key)).iter().any(|entry| entry.key == key) {
             counters.already_present.add(1);
-            return Admission::AlreadyPresent;
+            return Some(Admission::AlreadyPresent);
+        }
+        let free = inner.total_units.saturating_sub(inner.used_units.load(Ordering::Relaxed));
+        if units_for(len as u64) > free {
+            counters.skipped_full.add(1);
+            return Some(Admission::Full);
+        }
+        None
+    }
+
+    /// Offers a block, whose bytes are `parts` back to back, to the tier.
+    pub fn admit(&self, key: TierKey, parts: &[&[u8]], source: AdmitSource) -> Admission {
+        let inner = &*self.inner;
+        let counters = &inner.counters;
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        if let Some(refused) = self.admission(key, len, source) {
+            return refused;
         }
         let units = units_for(len as u64);
         let Some(unit) = lock(&inner.extents).allocate(units) else {
@@ -243,6 +276,7 @@ impl TierCache {
         counters.bytes_written.add(len as u64);
         match source {
             AdmitSource::Read => counters.inserts_read.add(1),
+            AdmitSource::Evict => counters.inserts_evict.add(1),
             AdmitSource::Write => counters.inserts_write.add(1),
             AdmitSource::Checkpoint => counters.inserts_checkpoint.add(1),
         }
@@ -298,10 +332,12 @@ impl TierCache {
             hits,
             misses: lookups.saturating_sub(hits),
             inserts_read: c.inserts_read.get(),
+            inserts_evict: c.inserts_evict.get(),
             inserts_write: c.inserts_write.get(),
             inserts_checkpoint: c.inserts_checkpoint.get(),
             already_present: c.already_present.get(),
             removals: c.removals.get(),
+            taken: c.taken.get(),
             evictions: c.evictions.get(),
             eviction_passes: c.eviction_passes.get(),
             bypassed_admissions: c.bypassed_admissions.get(),

@@ -32,6 +32,19 @@ pub struct TierOptions {
     /// Hash buckets of the lookup table, rounded up to a power of two; 0 (the default): one
     /// per 8 KiB of capacity, from 1,024 to 4M.
     pub buckets: usize,
+    /// Admit a block after a device read returned it (NVCache's read path). Default true.
+    pub cache_on_read: bool,
+    /// Admit a clean block the layer above's cache lets go of (a demotion, as a victim cache
+    /// and RocksDB's secondary cache do), so that the tier holds what DRAM does not rather
+    /// than copies of pages DRAM keeps. Default false: on YCSB-C with the data 4× the
+    /// budget it served no more hits than `cache_on_read` (`results/tier/README.md`).
+    pub cache_on_evict: bool,
+    /// A hit moves the block out of the tier: the layer above caches it, and
+    /// `cache_on_evict` gives it back when it leaves, so DRAM and the tier never hold the
+    /// same block (an exclusive cache). Every hit is then a removal and every demotion an
+    /// insert, the churn Overhead Bypass throttles, so it goes with the bypass off, on a
+    /// tier whose writes are cheap. Default false.
+    pub exclusive: bool,
     /// Admit the blocks that the layer above writes outside a checkpoint. Default true.
     pub cache_on_write: bool,
     /// Admit the blocks a checkpoint writes. Default true.
@@ -53,6 +66,9 @@ impl TierOptions {
             evict_share: 0.05,
             eviction_interval: Duration::from_secs(1),
             buckets: 0,
+            cache_on_read: true,
+            cache_on_evict: false,
+            exclusive: false,
             cache_on_write: true,
             cache_on_checkpoint: true,
             emulation: None,

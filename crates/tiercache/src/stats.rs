@@ -39,11 +39,13 @@ pub(crate) struct Counters {
     pub(crate) hits: Striped,
     pub(crate) bytes_read: Striped,
     pub(crate) inserts_read: Striped,
+    pub(crate) inserts_evict: Striped,
     pub(crate) inserts_write: Striped,
     pub(crate) inserts_checkpoint: Striped,
     pub(crate) already_present: Striped,
     pub(crate) bytes_written: Striped,
     pub(crate) removals: Striped,
+    pub(crate) taken: Striped,
     pub(crate) evictions: Striped,
     pub(crate) eviction_passes: Striped,
     pub(crate) bypassed_admissions: Striped,
@@ -56,7 +58,10 @@ pub(crate) struct Counters {
 impl Counters {
     /// Inserts of every kind.
     pub(crate) fn inserts(&self) -> u64 {
-        self.inserts_read.get() + self.inserts_write.get() + self.inserts_checkpoint.get()
+        self.inserts_read.get()
+            + self.inserts_evict.get()
+            + self.inserts_write.get()
+            + self.inserts_checkpoint.get()
     }
 
     /// Overhead Bypass's numerator: what changed the tier's contents (inserts, removals and
@@ -127,14 +132,21 @@ pub struct TierStats {
     pub misses: u64,
     /// Blocks admitted after a device read.
     pub inserts_read: u64,
+    /// Blocks admitted as the layer above's cache let them go (demotions).
+    #[serde(default)]
+    pub inserts_evict: u64,
     /// Blocks admitted as the layer above wrote them, outside a checkpoint.
     pub inserts_write: u64,
     /// Blocks admitted as a checkpoint wrote them.
     pub inserts_checkpoint: u64,
     /// Admissions of a block the tier already held.
     pub already_present: u64,
-    /// Blocks removed because the block store freed or replaced them.
+    /// Blocks removed because the block store freed or replaced them, or (with `exclusive`)
+    /// because a hit took them out.
     pub removals: u64,
+    /// Of those, hits that took their block out (`exclusive`).
+    #[serde(default)]
+    pub taken: u64,
     /// Blocks evicted to make room.
     pub evictions: u64,
     /// Times the eviction thread woke.
@@ -153,7 +165,7 @@ pub struct TierStats {
     pub skipped_full: u64,
     /// Admissions skipped because the block was empty or larger than a quarter of the tier.
     pub skipped_size: u64,
-    /// Admissions skipped because `cache_on_write` or `cache_on_checkpoint` is off.
+    /// Admissions skipped because their source's `cache_on_*` option is off.
     pub skipped_source: u64,
     /// Bytes copied into the tier.
     pub bytes_written: u64,
@@ -174,6 +186,7 @@ impl TierStats {
     /// (inserts + removals + evictions) / lookups, Overhead Bypass's measure.
     pub fn overhead(&self) -> f64 {
         let churn = self.inserts_read
+            + self.inserts_evict
             + self.inserts_write
             + self.inserts_checkpoint
             + self.removals
@@ -211,14 +224,17 @@ impl std::fmt::Display for TierStats {
         )?;
         writeln!(
             f,
-            "tier inserts: {} on read, {} on write, {} on checkpoint ({} already present), \
-             {:.1} MiB written; {} removals, {} evictions in {} passes",
+            "tier inserts: {} on read, {} on eviction from DRAM, {} on write, {} on checkpoint \
+             ({} already present), {:.1} MiB written; {} removals ({} taken out by hits), {} \
+             evictions in {} passes",
             self.inserts_read,
+            self.inserts_evict,
             self.inserts_write,
             self.inserts_checkpoint,
             self.already_present,
             mib(self.bytes_written),
             self.removals,
+            self.taken,
             self.evictions,
             self.eviction_passes
         )?;
@@ -240,7 +256,7 @@ impl std::fmt::Display for TierStats {
         writeln!(f, "tier {bypass}")?;
         write!(
             f,
-            "tier admissions skipped: {} for want of space, {} by size, {} by write source",
+            "tier admissions skipped: {} for want of space, {} by size, {} by source",
             self.skipped_full, self.skipped_size, self.skipped_source
         )
     }

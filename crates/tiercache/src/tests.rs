@@ -49,6 +49,72 @@ fn a_block_is_found_under_its_id_and_version_only_until_invalidated() {
     assert_eq!((stats.bytes_written, stats.bytes_read), (3000, 3000));
 }
 
+/// Each source has its switch: read admission is on and demotion off by default, and
+/// `admission` answers (and counts) what `admit` would, before any bytes are made.
+#[test]
+fn each_admission_source_has_its_switch_and_admission_answers_first() {
+    let tier = TierCache::open(no_bypass(1 << 20)).expect("tier");
+    assert_eq!(tier.admission(key(1, 1), 1, AdmitSource::Evict), Some(Admission::Source));
+    assert_eq!(tier.admit(key(1, 1), &[b"x"], AdmitSource::Evict), Admission::Source);
+    assert_eq!(tier.admission(key(1, 1), 1, AdmitSource::Read), None);
+    assert_eq!(tier.stats().skipped_source, 2);
+    let options = TierOptions { cache_on_read: false, cache_on_evict: true, ..no_bypass(1 << 20) };
+    let tier = TierCache::open(options).expect("tier");
+    assert_eq!(tier.admit(key(1, 1), &[b"x"], AdmitSource::Read), Admission::Source);
+    assert_eq!(tier.admission(key(1, 1), 1, AdmitSource::Evict), None);
+    assert_eq!(tier.admit(key(1, 1), &[b"x"], AdmitSource::Evict), Admission::Admitted);
+    assert_eq!(tier.admission(key(1, 1), 1, AdmitSource::Evict), Some(Admission::AlreadyPresent));
+    assert!(!tier.get(key(2, 1), &mut Vec::new()));
+    let stats = tier.stats();
+    assert_eq!((stats.inserts_evict, stats.inserts_read, stats.already_present), (1, 0, 1));
+    // Demotions are churn like any insert: one insert over one lookup.
+    assert_eq!(stats.overhead(), 1.0, "{stats:?}");
+    let bypassing = TierCache::open(TierOptions {
+        cache_on_evict: true,
+        eviction_interval: Duration::from_secs(3600),
+        ..TierOptions::new(1 << 20)
+    })
+    .expect("tier");
+    // Nothing looked up yet: Overhead Bypass is in force, and says so before any copy.
+    assert_eq!(bypassing.admission(key(1, 1), 1, AdmitSource::Evict), Some(Admission::Bypassed));
+    assert_eq!(bypassing.stats().bypassed_admissions, 1);
+}
+
+/// An exclusive tier gives a block to one hit only: the hit takes it out (a removal), and the
+/// layer above gives it back when it lets go of it.
+#[test]
+fn an_exclusive_tier_moves_a_block_out_on_a_hit() {
+    let options = TierOptions { exclusive: true, cache_on_evict: true, ..no_bypass(1 << 20) };
+    let tier = TierCache::open(options).expect("tier");
+    let k = key(3, 4);
+    let bytes = block(k, 5000);
+    assert_eq!(tier.admit(k, &[&bytes], AdmitSource::Evict), Admission::Admitted);
+    let mut out = Vec::new();
+    assert!(tier.get(k, &mut out));
+    assert_eq!(out, bytes);
+    assert!(!tier.get(k, &mut out), "the hit took it out");
+    let stats = tier.stats();
+    assert_eq!((stats.hits, stats.taken, stats.removals), (1, 1, 1));
+    assert_eq!((stats.blocks, stats.used_bytes), (0, 0));
+    assert_eq!(tier.admit(k, &[&bytes], AdmitSource::Evict), Admission::Admitted);
+    assert!(tier.get(k, &mut out) && out == bytes);
+}
+
+/// `admission` says `Full` before a caller builds a block that the free units cannot hold.
+#[test]
+fn admission_sees_a_full_tier_before_the_block_is_built() {
+    let tier = TierCache::open(no_bypass(1 << 20)).expect("tier");
+    let capacity = tier.stats().capacity_bytes as usize;
+    let quarter = vec![7u8; capacity / 4];
+    for id in 0..4 {
+        assert_eq!(tier.admit(key(id, 1), &[&quarter], AdmitSource::Read), Admission::Admitted);
+    }
+    assert_eq!(tier.admission(key(9, 1), 1, AdmitSource::Read), Some(Admission::Full));
+    assert_eq!(tier.stats().skipped_full, 1);
+    assert!(tier.invalidate(key(0, 1)));
+    assert_eq!(tier.admission(key(9, 1), capacity / 4, AdmitSource::Read), None);
+}
+
 #[test]
 fn admissions_are_refused_by_source_size_and_space() {
     let options = TierOptions { cache_on_write: false, ..no_bypass(1 << 20) };

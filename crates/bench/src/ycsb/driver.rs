@@ -102,6 +102,9 @@ impl Store for TierkvStore {
         Some(serde_json::json!({
             "page_cache_hits": stats.cache.hits,
             "page_cache_misses": stats.cache.misses,
+            "page_cache_bytes": stats.cache_bytes,
+            "page_cache_budget": stats.cache_budget,
+            "page_cache_evictions": stats.cache.evictions,
             "block_reads": stats.blocks.reads,
             "block_read_bytes": stats.blocks.read_bytes,
             "tier": stats.tier,

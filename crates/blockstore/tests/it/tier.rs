@@ -84,6 +84,55 @@ fn checkpoint_groups_follow_cache_on_checkpoint() {
     assert_eq!((tier.skipped_source, tier.inserts_checkpoint, tier.inserts_write), (1, 0, 1));
 }
 
+/// A demotion (`offer_evicted`) admits the block at the version it was read at, in the form a
+/// read checks (the store's codec, a header of its own), and never a version the map has left:
+/// a read then gets the current content, from the file or the tier.
+#[test]
+fn an_evicted_block_is_admitted_at_its_version_and_never_served_stale() {
+    for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut options = options(codec);
+        options.tier = Some(TierOptions {
+            cache_on_read: false,
+            cache_on_evict: true,
+            cache_on_write: false,
+            ..tier(1 << 20, Duration::MAX)
+        });
+        let store = LogStore::open(&Storage::Os, dir.path(), options).expect("open");
+        let a = BlockId(7);
+        let a1 = content(a, 1, 3000);
+        store.write_group(&[(a, &a1)]).expect("write");
+        let (raw, version) = store.read_versioned(a).expect("read").expect("present");
+        let version = version.expect("the log store keeps versions");
+        assert_eq!(raw, a1);
+        assert_eq!(store.tier_stats().expect("tier").blocks, 0, "{codec}: not on read");
+        store.offer_evicted(a, version, &raw);
+        let tier = store.tier_stats().expect("tier");
+        assert_eq!((tier.inserts_evict, tier.blocks), (1, 1), "{codec}");
+        let reads = store.stats().reads;
+        assert_eq!(store.read(a).expect("read").as_deref(), Some(&a1[..]), "{codec}");
+        assert_eq!(store.stats().reads, reads, "{codec}: served by the tier");
+        assert_eq!(store.stats().tier_rejected, 0, "{codec}: the rebuilt block checks");
+        // Offered again: already there, nothing written.
+        store.offer_evicted(a, version, &raw);
+        assert_eq!(store.tier_stats().expect("tier").already_present, 1, "{codec}");
+        // A new version replaces it; the old content offered late is not admitted, and reads
+        // get the new content.
+        let a2 = content(a, 2, 2500);
+        store.write_group(&[(a, &a2)]).expect("write");
+        store.offer_evicted(a, version, &raw);
+        let tier = store.tier_stats().expect("tier");
+        assert_eq!((tier.inserts_evict, tier.blocks), (1, 0), "{codec}: {tier:?}");
+        assert_eq!(store.read(a).expect("read").as_deref(), Some(&a2[..]), "{codec}");
+        // Bytes that are not the version's content (a length the map does not have) are
+        // refused too.
+        let (_, version2) = store.read_versioned(a).expect("read").expect("present");
+        store.offer_evicted(a, version2.expect("version"), &a2[..100]);
+        assert_eq!(store.tier_stats().expect("tier").inserts_evict, 1, "{codec}");
+        store.close().expect("close");
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Group(Vec<(u8, Option<u16>)>),

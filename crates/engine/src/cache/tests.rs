@@ -41,6 +41,36 @@ fn the_budget_holds_when_pages_can_leave() {
     assert_eq!(cache.stats().evictions as usize, 1_000 - cache.len());
 }
 
+/// A smaller budget evicts at once, down to it, handing every evicted page to the hook; a
+/// larger one lets the cache grow again. Pages taken out with `remove` are not evicted.
+#[test]
+fn a_new_budget_evicts_at_once_and_the_hook_sees_each_evicted_page() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let hook_seen = Arc::clone(&seen);
+    let cache = PageCache::new(20_000, 2).with_eviction_hook(Box::new(move |id, page| {
+        let page: &TestPage = page;
+        lock(&hook_seen).push((id, page.weight));
+    }));
+    for id in 0..100 {
+        cache.insert(id, TestPage::new(100));
+    }
+    assert_eq!((cache.len(), cache.budget()), (100, 20_000));
+    assert!(cache.remove(0).is_some());
+    assert!(lock(&seen).is_empty(), "a removal is not an eviction");
+    cache.set_budget(4_000);
+    assert_eq!(cache.budget(), 4_000);
+    assert!(cache.used_bytes() <= 4_000 && cache.used_bytes() == counted(&cache));
+    let evicted = lock(&seen).clone();
+    assert_eq!(evicted.len(), 99 - cache.len());
+    assert_eq!(cache.stats().evictions as usize, evicted.len());
+    assert!(evicted.iter().all(|&(id, weight)| id != 0 && weight == 100), "{evicted:?}");
+    cache.set_budget(10_000);
+    for id in 100..200 {
+        cache.insert(id, TestPage::new(100));
+    }
+    assert!(cache.len() > 80, "{} pages after the budget grew back", cache.len());
+}
+
 #[test]
 fn a_scan_does_not_flush_the_pages_read_again() {
     // One shard with room for 100 pages. 30 hot pages are read in turn, one per round, while

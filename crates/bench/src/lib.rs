@@ -12,7 +12,10 @@
 //! - `ycsb`: YCSB's core workloads A–F (`tierkv bench ycsb`): their request streams, a driver
 //!   with load and run phases, a duration, a target rate and a warm-up, and its plots.
 //! - `tier`: the tier cache's experiments (`tierkv bench tier`): YCSB through the engine in
-//!   five configurations, and the read throughput of tier readers as writers are added.
+//!   six configurations, and the read throughput of tier readers as writers are added.
+//!
+//! - `torture`: the kill -9 crash torture (`tierkv torture crash`): a child process's
+//!   workload protocol, the model of what it acknowledged, and the check after reopening.
 //!
 //! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
 //! benchmark also runs as a test with tiny parameters, so it cannot rot.
@@ -29,5 +32,6 @@ mod lines;
 mod summary;
 mod svg;
 pub mod tier;
+pub mod torture;
 pub mod wal;
 pub mod ycsb;

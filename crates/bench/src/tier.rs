@@ -65,6 +65,10 @@ pub struct ConfigRun {
     /// The round it ran in, from 0 (with `--repeats`, every configuration runs once a round).
     #[serde(default)]
     pub round: usize,
+    /// The largest fraction of a store file's pages left in the OS page cache when the run
+    /// began, after its copy was evicted (0: started cold).
+    #[serde(default)]
+    pub os_cache_left: Option<f64>,
     /// What it is.
     pub description: String,
     /// The `tierkv bench ycsb` command line that ran it.
@@ -594,6 +598,7 @@ mod tests {
         let run = |config: &str, ops: f64| ConfigRun {
             config: config.into(),
             round: 0,
+            os_cache_left: None,
             description: String::new(),
             command: String::new(),
             run: EngineRun::new(
@@ -640,6 +645,7 @@ mod tests {
         let run = |config: &str, round: usize, ops: f64| ConfigRun {
             config: config.into(),
             round,
+            os_cache_left: None,
             description: String::new(),
             command: String::new(),
             run: EngineRun::new("tierkv", vec![phase(ops)]),

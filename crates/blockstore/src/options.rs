@@ -50,7 +50,8 @@ impl Default for StoreOptions {
 pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
 
 impl StoreOptions {
-    pub(crate) fn validate(&self) -> Result<(), BlockError> {
+    /// Checks the options; a store checks them again when it opens.
+    pub fn validate(&self) -> Result<(), BlockError> {
         if self.read_method == AccessMethod::Pmem {
             return Err(BlockError::InvalidOptions(
                 "read_method pmem is not a read method; use syscall, direct or mmap".into(),

@@ -32,6 +32,7 @@ struct Cli {
 mod allocator;
 mod kv;
 mod tier;
+mod torture;
 mod ycsb;
 
 /// The allocator in force, as `allocator::configure` described it at start.
@@ -69,6 +70,11 @@ enum Command {
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+    /// Reliability tests: the kill -9 loop.
+    Torture {
+        #[command(subcommand)]
+        torture: torture::TortureCommand,
     },
     /// Measurement tools.
     Bench {
@@ -335,6 +341,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Bench { bench: Bench::Ycsb(args) } => ycsb::bench_ycsb(*args),
         Command::Bench { bench: Bench::Tier(args) } => tier::bench_tier(*args),
         Command::Kv(command) => kv::run(*command),
+        Command::Torture { torture } => torture::run(torture),
         Command::Stress { dir, method, seconds, workers, seed, json } => {
             if !(seconds.is_finite() && seconds > 0.0) {
                 return Err(format!("--seconds must be a positive number, got {seconds}"));

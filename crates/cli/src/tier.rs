@@ -2,7 +2,10 @@
 //!
 //! The YCSB experiment loads one store (direct reads, the page cache far smaller than the
 //! data), then runs each configuration on a copy of it, in a `tierkv bench ycsb` process of
-//! its own (`--store COPY --skip-load`), and collects their reports. The OS-cache
+//! its own (`--store COPY --skip-load`), and collects their reports. The copy's files are
+//! evicted from the OS page cache first (`tierkv_io::machine::evict_file`): copying them
+//! cached them, outside the configuration's memory cgroup, and a buffered-read
+//! configuration would otherwise start with its data in memory nobody counts. The OS-cache
 //! configuration's process runs in a memory cgroup of the page cache plus the tier plus
 //! `--overhead-mib`, the same total the tiered runs use. The readers-against-writers
 //! experiment runs in this process.
@@ -173,8 +176,14 @@ fn run(
             for config in &order {
                 let copy = dir.join(config);
                 copy_dir(&base, &copy)?;
+                let cached_left = evict_dir(&copy)?;
                 let what = describe_config(config).unwrap_or("");
-                eprintln!("bench tier: round {} of {rounds}: {config}: {what}", round + 1);
+                eprintln!(
+                    "bench tier: round {} of {rounds}: {config}: {what} (OS page cache: {:.1}% \
+                     of the copy left after eviction)",
+                    round + 1,
+                    cached_left * 100.0
+                );
                 let run = run_config(args, config, tier_mib, dir, &copy);
                 let _ = std::fs::remove_dir_all(&copy);
                 let (command, run) = run?;
@@ -185,6 +194,7 @@ fn run(
                 report.configs.push(ConfigRun {
                     config: config.clone(),
                     round,
+                    os_cache_left: Some(cached_left),
                     description: what.into(),
                     command,
                     run,
@@ -341,6 +351,33 @@ fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Evicts every file under `dir` from the OS page cache; returns the largest fraction of a
+/// file's pages left resident (0 when eviction worked; tmpfs keeps everything).
+fn evict_dir(dir: &Path) -> Result<f64, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    let mut left = 0.0f64;
+    for entry in entries {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let path = entry.path();
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            left = left.max(evict_dir(&path)?);
+            continue;
+        }
+        let options = tierkv_io::OpenOptions::new(AccessMethod::Syscall);
+        let file = tierkv_io::Storage::Os
+            .open(&path, &options)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        if file.is_empty() {
+            continue;
+        }
+        let report = tierkv_io::machine::evict_file(&file)
+            .map_err(|e| format!("cannot evict {} from the page cache: {e}", path.display()))?;
+        left = left.max(report.resident_after);
+    }
+    Ok(left)
 }
 
 fn dir_bytes(dir: &Path) -> u64 {

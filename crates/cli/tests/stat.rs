@@ -34,3 +34,21 @@ fn stat_reports_the_tier() {
     let report: serde_json::Value = serde_json::from_slice(&plain.stdout).expect("json");
     assert!(report["tier"].is_null());
 }
+
+/// The store's lock holds across processes: while this process has the store open, the
+/// `tierkv` tool cannot open it, and says why; once it is closed, the tool can.
+#[test]
+fn another_process_cannot_open_a_store_this_one_has_open() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db_dir = dir.path().join("db");
+    let db = tierkv::Db::open(&db_dir, tierkv::Options::default()).expect("open");
+    db.put(b"k", b"v").expect("put");
+    let refused = tierkv(&["get", "k"], &db_dir);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("already open"), "{stderr}");
+    db.close().expect("close");
+    let read = tierkv(&["get", "k"], &db_dir);
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    assert_eq!(String::from_utf8_lossy(&read.stdout).trim(), "v");
+}

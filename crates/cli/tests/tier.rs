@@ -44,6 +44,9 @@ fn the_tier_bench_runs_every_configuration_small() {
     for config in configs {
         let name = config["config"].as_str().expect("name");
         let run = &config["run"];
+        // Each copy was evicted from the OS page cache before its run (tmpfs keeps it all).
+        let left = config["os_cache_left"].as_f64().expect("os_cache_left");
+        assert!((0.0..=1.0).contains(&left), "{name}: {left}");
         if name == "os-cache" && !run["failure"].is_null() {
             // No writable cgroup hierarchy here: the reason is recorded and the exit fails.
             assert!(run["failure"].as_str().expect("why").contains("failed"), "{run}");

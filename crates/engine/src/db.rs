@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tierkv_blockstore::{LogStore, StoreOptions, StoreStats};
-use tierkv_io::Storage;
+use tierkv_io::{FileLock, Storage};
 use tierkv_tiercache::TierStats;
 use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalOptions, WalStats};
 
@@ -116,9 +116,14 @@ struct Inner {
     /// What the page cache's budget leaves the memtables now (`Options::memtable_reserve`).
     memtable_reserve: AtomicUsize,
     counters: Counters,
+    /// The store's `LOCK` file, held while the store is open.
+    _lock: FileLock,
     /// Last, so that it drops after everything above has been freed.
     _release: ReleaseOnDrop,
 }
+
+/// The file in a store's directory whose lock says the store is open.
+pub const LOCK_FILE: &str = "LOCK";
 
 /// Gives the heap memory a store freed back to the kernel when it drops (`Inner`'s last
 /// field): glibc keeps what was freed in the middle of an arena resident, and a process that
@@ -331,7 +336,18 @@ impl Db {
             if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
                 storage.sync_dir(parent)?;
             }
+        } else if !storage.is_dir(&dir)? {
+            return Err(Error::NotADirectory { path: dir });
         }
+        // One open handle per store: a second, in this process or another, would replay and
+        // checkpoint the same log and blocks. The lock holds until `Inner` drops.
+        let lock =
+            storage.lock_file(dir.join(LOCK_FILE), options.file_mode).map_err(
+                |error| match error {
+                    tierkv_io::Error::Locked { .. } => Error::AlreadyOpen { dir: dir.clone() },
+                    other => Error::from(other),
+                },
+            )?;
         let store_options = StoreOptions {
             read_method: options.read_method,
             codec: options.compression,
@@ -392,9 +408,27 @@ impl Db {
         let wal = recovered.wal;
         let last = wal.next_lsn().0 - 1;
         if last < meta.sequence {
+            // Appending would reuse record numbers the checkpoint already covers, and the
+            // next recovery would skip those writes: refuse, and say where the log ends.
+            let why = match &recovered.report.stop {
+                Some(stop) => format!(
+                    "its recovery stopped at {} offset {} ({})",
+                    stop.file.display(),
+                    stop.offset,
+                    stop.reason
+                ),
+                None => match &recovered.report.end {
+                    Some((file, offset)) => format!(
+                        "its last record ends at {} offset {offset}: the log was cut short \
+                         there, or it is not this store's log",
+                        file.display()
+                    ),
+                    None => "it is empty: it was lost, or it is not this store's log".into(),
+                },
+            };
             return Err(Error::Corruption(format!(
-                "the log in {} ends at record {last}, but the checkpoint covers records up to {}: \
-                 it is not this store's log",
+                "the log in {} ends at record {last}, but the checkpoint covers records up to \
+                 {}: {why}",
                 log_dir.display(),
                 meta.sequence
             )));
@@ -425,6 +459,7 @@ impl Db {
             log_bytes: AtomicU64::new(replayed_bytes),
             memtable_reserve: AtomicUsize::new(options_memtable_max),
             counters: Counters::default(),
+            _lock: lock,
             _release: ReleaseOnDrop,
         });
         inner.rebudget(replayed_memtable_bytes);
@@ -686,12 +721,14 @@ impl Inner {
             let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
             (bytes >= limit, bytes + frozen >= 2 * limit)
         };
-        let (due, stall) = {
+        let (due, stall, memtable_bytes) = {
             let version = read(&self.current);
             let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
-            self.rebudget(version.mutable.bytes() + frozen);
-            full(&version)
+            let (due, stall) = full(&version);
+            (due, stall, version.mutable.bytes() + frozen)
         };
+        // Not under `current`'s lock: a smaller budget evicts (and demotes) pages.
+        self.rebudget(memtable_bytes);
         if !due {
             return Ok(());
         }

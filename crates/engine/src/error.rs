@@ -72,6 +72,24 @@ pub enum Error {
         cause: String,
     },
 
+    /// The store's path names something that is not a directory (a file).
+    #[error("{} cannot hold a store: it is not a directory", path.display())]
+    NotADirectory {
+        /// The path.
+        path: std::path::PathBuf,
+    },
+
+    /// The store is open already, in this process or another: its `LOCK` file is held.
+    #[error(
+        "the store at {} is already open (its LOCK file is held by this or another \
+         process); close it first",
+        dir.display()
+    )]
+    AlreadyOpen {
+        /// The store's directory.
+        dir: std::path::PathBuf,
+    },
+
     /// The checkpoint thread could not be started.
     #[error("cannot start the checkpoint thread: {0}")]
     Thread(String),

@@ -54,6 +54,8 @@ pub mod block_pages;
 pub mod cache;
 mod db;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod memtable;
 pub mod meta;
 mod options;

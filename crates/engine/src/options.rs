@@ -129,6 +129,26 @@ impl Options {
                 "read_method pmem is not a read method; use syscall, direct or mmap".into(),
             );
         }
+        // The log's and the block store's own checks, before anything is made on disk.
+        let log = tierkv_wal::WalOptions {
+            segment_bytes: self.log_segment_bytes,
+            ..tierkv_wal::WalOptions::default()
+        };
+        if let Err(tierkv_wal::WalError::InvalidOptions(detail)) = log.validate() {
+            return invalid(format!("log_{detail}"));
+        }
+        let blocks = tierkv_blockstore::StoreOptions {
+            segment_bytes: self.block_segment_bytes,
+            ..tierkv_blockstore::StoreOptions::default()
+        };
+        if let Err(tierkv_blockstore::BlockError::InvalidOptions(detail)) = blocks.validate() {
+            return invalid(format!("block_{detail}"));
+        }
+        if let Some(tier) = &self.tier {
+            if let Err(error) = tier.validate() {
+                return invalid(error.to_string());
+            }
+        }
         Ok(())
     }
 
@@ -151,9 +171,9 @@ impl Options {
         self.cache_size.saturating_sub(2 * self.write_buffer_bytes())
     }
 
-    /// Bytes the memtables are set aside while they hold `memtable_bytes`: that, rounded up
-    /// to the next whole `memtable_step`, plus one step for them to grow into before a
-    /// writer moves the page cache's budget again; never more than they may take.
+    /// Bytes the memtables are set aside while they hold `memtable_bytes`: the next multiple
+    /// of `memtable_step` above it, the room they grow into before a writer moves the page
+    /// cache's budget again; never more than they may take.
     pub(crate) fn memtable_reserve(&self, memtable_bytes: usize) -> usize {
         let step = self.memtable_step();
         (memtable_bytes / step + 1).saturating_mul(step).min(self.memtable_max_bytes())

@@ -149,6 +149,17 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// Another open handle holds the lock on the file, in this process or another.
+    #[error(
+        "cannot lock {}: it is locked by another open handle (this process or another one \
+         has the store open); close that first",
+        path.display()
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+
     /// The file lives on a read-only file system (EROFS).
     #[error("cannot {op} {}: the file system is mounted read-only", path.display())]
     ReadOnlyFileSystem {
@@ -387,6 +398,7 @@ impl Error {
             | Error::OutOfRegion { op, .. }
             | Error::Io { op, .. } => Some(*op),
             Error::DirectIoUnsupported { .. } => Some(Op::Open),
+            Error::Locked { .. } => Some(Op::Lock),
             Error::ReadPastEnd { .. } => Some(Op::Read),
             Error::InvalidOptions { .. } => None,
         }

@@ -86,11 +86,63 @@ impl Storage {
         }
     }
 
+    /// Takes the exclusive lock on the file at `path` (created with `mode` when missing),
+    /// without waiting: `Error::Locked` while another `FileLock` holds it, in this process
+    /// or another. The lock holds until the `FileLock` drops (or the process ends).
+    pub fn lock_file(&self, path: impl AsRef<Path>, mode: u32) -> Result<FileLock> {
+        let path = path.as_ref();
+        let held = match self {
+            Storage::Os => LockInner::Os(os::lock_file(path, mode)?),
+            Storage::Sim(sim) => {
+                sim.lock_file(path)?;
+                LockInner::Sim(sim.clone())
+            }
+        };
+        Ok(FileLock { path: path.to_path_buf(), held })
+    }
+
+    /// Whether `path` is a directory (following symbolic links); false when nothing is there.
+    pub fn is_dir(&self, path: impl AsRef<Path>) -> Result<bool> {
+        match self {
+            Storage::Os => os::is_dir(path.as_ref()),
+            Storage::Sim(sim) => sim.is_dir(path.as_ref()),
+        }
+    }
+
     /// Whether a file or directory exists at `path`.
     pub fn exists(&self, path: impl AsRef<Path>) -> Result<bool> {
         match self {
             Storage::Os => os::exists(path.as_ref()),
             Storage::Sim(sim) => sim.exists(path.as_ref()),
+        }
+    }
+}
+
+/// An exclusive lock on a file (`Storage::lock_file`), released on drop.
+#[derive(Debug)]
+pub struct FileLock {
+    path: PathBuf,
+    held: LockInner,
+}
+
+#[derive(Debug)]
+enum LockInner {
+    /// The locked descriptor: closing it (on drop) releases the lock; never read.
+    Os(#[allow(dead_code)] std::os::fd::OwnedFd),
+    Sim(SimFs),
+}
+
+impl FileLock {
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        if let LockInner::Sim(sim) = &self.held {
+            sim.unlock_file(&self.path);
         }
     }
 }

@@ -72,7 +72,7 @@ pub mod stress;
 
 pub use aligned::AlignedBuf;
 pub use error::{AlignedItem, Error, FaultErrno, Op, Result};
-pub use file::{File, Storage};
+pub use file::{File, FileLock, Storage};
 pub use options::{
     AccessMethod, GrowthStrategy, OpenOptions, PmemMode, PmemModeRequest, DEFAULT_CHUNK_BYTES,
     DEFAULT_FILE_MODE,

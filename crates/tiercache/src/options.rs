@@ -75,7 +75,8 @@ impl TierOptions {
         }
     }
 
-    pub(crate) fn validate(&self) -> Result<(), TierError> {
+    /// Checks the options; the tier checks them again when it opens.
+    pub fn validate(&self) -> Result<(), TierError> {
         let invalid = |detail: String| Err(TierError::InvalidOptions(detail));
         if self.capacity_bytes < MIN_CAPACITY_BYTES {
             return invalid(format!(

@@ -71,7 +71,8 @@ impl WalOptions {
     /// The smallest segment size accepted: a header block and one page of records.
     pub const MIN_SEGMENT_BYTES: u64 = RECORDS_START + 4096;
 
-    pub(crate) fn validate(&self) -> Result<(), WalError> {
+    /// Checks the options; the log checks them again when it opens.
+    pub fn validate(&self) -> Result<(), WalError> {
         if self.segment_bytes < Self::MIN_SEGMENT_BYTES || !self.segment_bytes.is_multiple_of(4096)
         {
             return Err(WalError::InvalidOptions(format!(

@@ -79,6 +79,8 @@ pub struct RecoveryReport {
     pub removed_prepare_files: usize,
     /// Time the scan and repair took.
     pub elapsed: Duration,
+    /// Where the log ends: its last segment and the offset the next record goes at.
+    pub end: Option<(PathBuf, u64)>,
 }
 
 /// The log as recovery left it: the live segments in order, and where appending resumes.
@@ -198,6 +200,7 @@ pub(crate) fn recover(
         report.discarded_lsn_range =
             Some((first_missing, found_past_stop.unwrap_or(first_missing).max(first_missing)));
     }
+    report.end = live.last().map(|(segment, _)| (segment.path.clone(), stop_offset));
     report.elapsed = started.elapsed();
     Ok(Recovery { segments: live, tail: stop_offset, last_lsn, report })
 }

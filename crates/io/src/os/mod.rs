@@ -285,6 +285,21 @@ pub(crate) fn pwritev_all(fd: &OwnedFd, path: &Path, parts: &[&[u8]], offset: u6
     Ok(())
 }
 
+/// Opens (creating it with `mode` when missing) and locks `path` with an exclusive
+/// `flock`, without waiting. The lock is the open file description's: it holds until the
+/// returned descriptor closes, and a second open of the same file, even in this process,
+/// cannot take it.
+pub(crate) fn lock_file(path: &Path, mode: u32) -> Result<OwnedFd> {
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(mode))
+        .map_err(|e| Error::from_rustix(Op::Open, path, e))?;
+    match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(fd),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked { path: path.to_path_buf() }),
+        Err(errno) => Err(Error::from_rustix(Op::Lock, path, errno)),
+    }
+}
+
 pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -323,6 +338,14 @@ pub(crate) fn list_dir(path: &Path) -> Result<Vec<String>> {
     }
     names.sort();
     Ok(names)
+}
+
+pub(crate) fn is_dir(path: &Path) -> Result<bool> {
+    match std::fs::metadata(path) {
+        Ok(metadata) => Ok(metadata.is_dir()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(Error::from_std(Op::Stat, path, error)),
+    }
 }
 
 pub(crate) fn exists(path: &Path) -> Result<bool> {

@@ -271,6 +271,24 @@ impl SimFs {
         self.lock().fault = plan;
     }
 
+    /// Mounts `dir` read-only (or read-write again): from now on, creating, opening for
+    /// writing, renaming or removing anything at or under it fails with EROFS, as on a
+    /// read-only file system. Handles open already keep working.
+    pub fn set_read_only(&self, dir: impl AsRef<Path>, read_only: bool) {
+        let mut state = self.lock();
+        let dir = dir.as_ref().to_path_buf();
+        if read_only {
+            state.read_only.insert(dir);
+        } else {
+            state.read_only.remove(&dir);
+        }
+    }
+
+    /// The calls the fault plan failed so far (the first 64): number, op and path.
+    pub fn injected(&self) -> Vec<(u64, Op, PathBuf)> {
+        self.lock().injected.clone()
+    }
+
     /// The number of simulated I/O calls made so far, failed ones included.
     pub fn calls(&self) -> u64 {
         self.lock().calls
@@ -339,9 +357,28 @@ impl SimFs {
         CrashReplay { replay: Replay::new(&state.base), log: state.log.clone(), position: 0 }
     }
 
+    /// Opens (creating) and locks `path`, as `Storage::lock_file` does on the OS: `Locked`
+    /// while a lock on it is held.
+    pub(crate) fn lock_file(&self, path: &Path) -> Result<()> {
+        drop(self.open(path, &OpenOptions::new(AccessMethod::Syscall).create(true))?);
+        let mut state = self.lock();
+        if !state.locks.insert(path.to_path_buf()) {
+            return Err(Error::Locked { path: path.to_path_buf() });
+        }
+        Ok(())
+    }
+
+    /// Releases the lock `lock_file` took.
+    pub(crate) fn unlock_file(&self, path: &Path) {
+        self.lock().locks.remove(path);
+    }
+
     pub(crate) fn open(&self, path: &Path, options: &OpenOptions) -> Result<SimFile> {
         let mut state = self.lock();
         state.begin_call(Op::Open, path)?;
+        if !options.read_only {
+            state.check_writable(Op::Open, path)?;
+        }
         let ns = &state.live.ns;
         if path.file_name().is_none() || ns.is_dir(path) {
             return Err(os_error(Op::Open, path, libc::EISDIR));
@@ -388,6 +425,9 @@ impl SimFs {
             }
             missing.push(dir);
         }
+        if let Some(first) = missing.last() {
+            state.check_writable(Op::CreateDir, first)?;
+        }
         for dir in missing.into_iter().rev() {
             state.record(LogOp::Ns(NsOp::CreateDir { path: dir.to_path_buf() }));
         }
@@ -397,6 +437,7 @@ impl SimFs {
     pub(crate) fn remove_file(&self, path: &Path) -> Result<()> {
         let mut state = self.lock();
         state.begin_call(Op::Remove, path)?;
+        state.check_writable(Op::Remove, path)?;
         let Some(&inode) = state.live.ns.files.get(path) else {
             if state.live.ns.is_dir(path) {
                 return Err(os_error(Op::Remove, path, libc::EISDIR));
@@ -411,6 +452,8 @@ impl SimFs {
     pub(crate) fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         let mut state = self.lock();
         state.begin_call(Op::Rename, from)?;
+        state.check_writable(Op::Rename, from)?;
+        state.check_writable(Op::Rename, to)?;
         let ns = &state.live.ns;
         let Some(&inode) = ns.files.get(from) else {
             if ns.is_dir(from) {
@@ -485,6 +528,12 @@ impl SimFs {
         let mut state = self.lock();
         state.begin_call(Op::Stat, path)?;
         Ok(state.live.ns.is_file(path) || state.live.ns.is_dir(path))
+    }
+
+    pub(crate) fn is_dir(&self, path: &Path) -> Result<bool> {
+        let mut state = self.lock();
+        state.begin_call(Op::Stat, path)?;
+        Ok(state.live.ns.is_dir(path))
     }
 }
 

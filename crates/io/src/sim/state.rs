@@ -270,6 +270,10 @@ impl Image {
     }
 }
 
+/// Injected failures `State::injected` keeps, at most (a persistent plan fails every later
+/// call).
+const MAX_INJECTED_KEPT: usize = 64;
+
 /// Everything behind one `SimFs`.
 #[derive(Default)]
 pub(crate) struct State {
@@ -282,6 +286,14 @@ pub(crate) struct State {
     pub(crate) calls: u64,
     pub(crate) fault: Option<FaultPlan>,
     pub(crate) next_inode: u64,
+    /// Files a `FileLock` holds (`SimFs::lock_file`); a crash image starts with none, as a
+    /// process that died holds none.
+    pub(crate) locks: BTreeSet<PathBuf>,
+    /// The calls the fault plan failed: number, op and path, in order.
+    pub(crate) injected: Vec<(u64, Op, PathBuf)>,
+    /// Directories mounted read-only (`SimFs::set_read_only`): nothing at or under them may
+    /// be created, opened for writing, renamed or removed.
+    pub(crate) read_only: BTreeSet<PathBuf>,
 }
 
 impl State {
@@ -294,6 +306,9 @@ impl State {
             calls: 0,
             fault: None,
             next_inode,
+            locks: BTreeSet::new(),
+            injected: Vec::new(),
+            read_only: BTreeSet::new(),
         }
     }
 
@@ -312,7 +327,18 @@ impl State {
                 // `once` restricted to an op: the first such call at or after `call` fails.
                 self.fault = None;
             }
+            if self.injected.len() < MAX_INJECTED_KEPT {
+                self.injected.push((call, op, path.to_path_buf()));
+            }
             return Err(Error::Injected { op, path: path.to_path_buf(), errno: plan.errno, call });
+        }
+        Ok(())
+    }
+
+    /// EROFS when `path` lies in a directory mounted read-only.
+    pub(crate) fn check_writable(&self, op: Op, path: &Path) -> Result<()> {
+        if self.read_only.iter().any(|dir| path.starts_with(dir)) {
+            return Err(Error::from_errno(op, path, libc::EROFS));
         }
         Ok(())
     }

@@ -118,11 +118,12 @@ fn the_page_cache_takes_the_room_the_memtables_leave() {
         db.put(i.to_be_bytes(), [b'v'; 200]).expect("put");
         let stats = db.stats().expect("stats");
         least = least.min(stats.cache_budget);
-        // Set aside: what the memtables hold, and one step to grow into, at most twice the
-        // write buffer (a write may be one step ahead of the budget).
+        // Set aside: what the memtables hold, rounded up to a step, at most twice the write
+        // buffer. The memtables may pass that by what is written before a writer sees them
+        // full and waits (a step is far more than that).
         let held = stats.memtable_bytes + stats.frozen_bytes;
         assert!(
-            stats.cache_budget + held <= options.cache_size + step,
+            stats.cache_budget + held <= options.cache_size + 2 * step,
             "budget {} with {held} bytes in memtables",
             stats.cache_budget
         );

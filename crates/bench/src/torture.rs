@@ -83,15 +83,8 @@ impl Tag {
     /// The tag a value names, if the value is exactly the bytes of that tag.
     pub fn parse(value: &[u8]) -> Option<Tag> {
         let end = value.iter().position(|&b| b == b';')?;
-        let head = std::str::from_utf8(&value[..end]).ok()?;
-        let mut parts = head.split('.');
-        let tag = Tag {
-            cycle: parts.next()?.parse().ok()?,
-            thread: parts.next()?.parse().ok()?,
-            seq: parts.next()?.parse().ok()?,
-            len: parts.next()?.parse().ok()?,
-        };
-        (parts.next().is_none() && tag.value() == value).then_some(tag)
+        let tag = parse_tag(std::str::from_utf8(&value[..end]).ok()?)?;
+        (tag.value() == value).then_some(tag)
     }
 }
 
@@ -130,6 +123,7 @@ fn begin_line(write: &WriteOp) -> String {
     line
 }
 
+/// A tag as `Display` writes it: `cycle.thread.seq.len`.
 fn parse_tag(text: &str) -> Option<Tag> {
     let mut parts = text.split('.');
     let tag = Tag {

@@ -25,6 +25,9 @@ use tierkv_bench::torture::{
 
 use crate::kv::EngineArgs;
 
+/// SIGKILL's number (9 on every Linux architecture), which `Child::kill` sends.
+const SIGKILL: i32 = 9;
+
 /// The torture tests.
 #[derive(Subcommand)]
 pub(crate) enum TortureCommand {
@@ -301,7 +304,7 @@ fn run_cycle(
             model.protocol_errors
         ));
     }
-    if status.signal() != Some(libc_sigkill()) {
+    if status.signal() != Some(SIGKILL) {
         // It ended on its own (a failed write, a panic) before the kill.
         let mut stderr = String::new();
         if let Some(mut pipe) = child.stderr.take() {
@@ -331,9 +334,4 @@ fn run_cycle(
     let check = torture::check(&db, model, args.workload.threads, args.workload.keys);
     db.close().map_err(|e| format!("cycle {cycle}: close failed: {e}"))?;
     Ok(CycleReport { cycle, killed_after_ms, acks, in_flight, reopen_ms, check })
-}
-
-/// SIGKILL's number (9 on every Linux architecture).
-fn libc_sigkill() -> i32 {
-    9
 }

@@ -1,7 +1,9 @@
 //! Replays every input kept under `fuzz/regressions/<target>/` (seed inputs cut from a real
 //! store, and every crasher a fuzzing run found) through the fuzz targets' checks
 //! (`tierkv::fuzzing`), so that `cargo test` catches a decoder that regresses. The fuzzing
-//! itself needs cargo-fuzz and a nightly toolchain: see docs/reliability.md.
+//! itself needs cargo-fuzz and a nightly toolchain: see docs/reliability.md. CI runs a short,
+//! blind version of it (`mutated_inputs_pass_every_target`): the kept inputs, mutated at
+//! random with a fixed seed, through the same checks.
 //!
 //! `cargo test -p tierkv --test fuzz_regressions -- --ignored write_seeds` writes the seed
 //! inputs again from a fresh store.
@@ -37,6 +39,78 @@ fn every_kept_input_passes_its_target() {
         }
     }
     println!("replayed {replayed} inputs through {} targets", TARGETS.len());
+}
+
+/// How many mutants of the kept inputs each target gets in the short fuzz run: the slow
+/// targets (a whole log opened, a whole store damaged and opened) get fewer.
+/// `TIERKV_FUZZ_MUTANTS` scales them (a number of mutants for the fast targets).
+fn mutants_for(target: &str) -> usize {
+    let base: usize = std::env::var("TIERKV_FUZZ_MUTANTS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(3_000);
+    match target {
+        "log_segment" => (base / 30).max(1),
+        "store_dir" => (base / 6).max(1),
+        _ => base,
+    }
+}
+
+/// One random edit of `data`, the kind libFuzzer makes: flip a bit, set a byte, cut the tail,
+/// grow it with random bytes, copy a range over another, or splice in part of `other`.
+fn mutate(rng: &mut fastrand::Rng, data: &mut Vec<u8>, other: &[u8]) {
+    match rng.usize(0..6) {
+        0 if !data.is_empty() => {
+            let at = rng.usize(0..data.len());
+            data[at] ^= 1 << rng.u8(0..8);
+        }
+        1 if !data.is_empty() => {
+            let at = rng.usize(0..data.len());
+            data[at] = [0, 0xff, 0x7f, 0x80, rng.u8(..)][rng.usize(0..5)];
+        }
+        2 if !data.is_empty() => data.truncate(rng.usize(0..data.len())),
+        3 => data.extend((0..rng.usize(1..64)).map(|_| rng.u8(..))),
+        4 if data.len() > 1 => {
+            let len = rng.usize(1..=data.len() / 2);
+            let from = rng.usize(0..=data.len() - len);
+            let to = rng.usize(0..=data.len() - len);
+            data.copy_within(from..from + len, to);
+        }
+        _ if !other.is_empty() => {
+            let at = rng.usize(0..=data.len());
+            let from = rng.usize(0..other.len());
+            let len = rng.usize(1..=(other.len() - from).min(256));
+            data.splice(at..at, other[from..from + len].iter().copied());
+        }
+        _ => data.push(rng.u8(..)),
+    }
+}
+
+/// The short fuzz run CI can afford: every target gets mutants of its kept inputs (one to
+/// eight random edits each, seeded, so a failure repeats) and must neither panic nor hang.
+/// Coverage-guided fuzzing finds far more; this catches a decoder that starts to panic on
+/// inputs near the ones it is known to handle.
+#[test]
+fn mutated_inputs_pass_every_target() {
+    let mut rng = fastrand::Rng::with_seed(0x7e1e_4b5f);
+    for target in TARGETS {
+        let dir = regressions().join(target);
+        let mut inputs: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|entry| std::fs::read(entry.expect("entry").path()).expect("read"))
+            .collect();
+        inputs.sort();
+        let mutants = mutants_for(target);
+        for round in 0..mutants {
+            let mut data = inputs[round % inputs.len()].clone();
+            let other = &inputs[rng.usize(0..inputs.len())];
+            for _ in 0..rng.usize(1..=8) {
+                mutate(&mut rng, &mut data, other);
+            }
+            fuzzing::run(target, &data);
+        }
+        println!("{target}: {mutants} mutants");
+    }
 }
 
 /// Writes seed inputs for every target, cut from a small store on the simulated file

@@ -156,7 +156,9 @@ fn base_store() -> &'static BaseStore {
     })
 }
 
-fn store_options() -> Options {
+/// The options of the store `store_dir` damages, and of the one the seed inputs are cut
+/// from (`tests/fuzz_regressions.rs`): small pages and segments, so a small store has many.
+pub fn store_options() -> Options {
     Options {
         cache_size: 1 << 20,
         max_page_bytes: 1024,

@@ -249,12 +249,7 @@ fn every_failure_point_of_the_workload_is_survived() {
                     if persistent { "from then on" } else { "once" }
                 );
                 let fs = SimFs::new();
-                let plan = if persistent {
-                    FaultPlan::from_call(call, errno)
-                } else {
-                    FaultPlan::once(call, errno)
-                };
-                fs.set_fault(Some(plan));
+                fs.set_fault(Some(FaultPlan::at(call, errno, persistent)));
                 let outcome = run(&fs);
                 failed_runs += usize::from(outcome.errors > 0);
                 if outcome.errors == 0 && std::env::var("TIERKV_FAULT_DEBUG").is_ok() {

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use tierkv::fuzzing::{self, TARGETS};
-use tierkv::{Db, Durability, Options, WriteBatch};
+use tierkv::{Db, WriteBatch};
 use tierkv_blockstore::format as block_format;
 use tierkv_io::sim::SimFs;
 use tierkv_io::Storage;
@@ -121,14 +121,7 @@ fn mutated_inputs_pass_every_target() {
 fn write_seeds() {
     let fs = SimFs::new();
     let storage = Storage::Sim(fs.clone());
-    let options = Options {
-        cache_size: 1 << 20,
-        max_page_bytes: 1024,
-        log_segment_bytes: 32 << 10,
-        block_segment_bytes: 64 << 10,
-        durability: Durability::None,
-        ..Options::default()
-    };
+    let options = fuzzing::store_options();
     let db = Db::open_on(&storage, "/db", options.clone()).expect("open");
     for i in 0..300u32 {
         db.put(format!("key{i:04}"), vec![i as u8; 20 + i as usize % 30]).expect("put");

@@ -90,6 +90,15 @@ impl FaultPlan {
         FaultPlan { call, persistent: true, errno, only: None }
     }
 
+    /// `from_call` when `persistent`, else `once`: for sweeps that try both.
+    pub fn at(call: u64, errno: FaultErrno, persistent: bool) -> FaultPlan {
+        if persistent {
+            FaultPlan::from_call(call, errno)
+        } else {
+            FaultPlan::once(call, errno)
+        }
+    }
+
     /// Restricts the plan to calls doing `op` (every call is still counted): with `once`, the
     /// first such call at or after `call` fails; with `from_call`, every such call from `call`
     /// on fails (for example, `Op::Allocate` for a file system that has run out of space for

@@ -961,12 +961,7 @@ fn fault_sweep_fails_each_call_in_turn_with_typed_errors() {
             // Bounded: the workload makes total_calls calls, so call total_calls + 1 is never hit.
             for call in 1..=total_calls + 1 {
                 let fs = SimFs::new();
-                let plan = if persistent {
-                    FaultPlan::from_call(call, errno)
-                } else {
-                    FaultPlan::once(call, errno)
-                };
-                fs.set_fault(Some(plan));
+                fs.set_fault(Some(FaultPlan::at(call, errno, persistent)));
                 match fault_workload(&Storage::Sim(fs.clone())) {
                     Ok(()) => {
                         completed_at = Some(call);

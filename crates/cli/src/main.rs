@@ -30,6 +30,7 @@ struct Cli {
 }
 
 mod allocator;
+mod engine_args;
 mod kv;
 mod tier;
 mod torture;

@@ -1,0 +1,131 @@
+//! `verify`'s report and its walk of the tree: key order and bounds, leaf depth, page sizes,
+//! overflow values, no page reachable twice.
+
+use super::Pages;
+use crate::page::{Page, Value};
+use crate::tree::PageSource;
+
+/// What `Db::verify` found.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyReport {
+    /// Pages of the tree.
+    pub pages: u64,
+    /// Of which leaves.
+    pub leaves: u64,
+    /// Levels from the root to the leaves.
+    pub height: usize,
+    /// Entries in the leaves.
+    pub entries: u64,
+    /// Bytes of their keys.
+    pub key_bytes: u64,
+    /// Bytes of their values (overflow values at full length).
+    pub value_bytes: u64,
+    /// Values kept in overflow blocks.
+    pub overflow_values: u64,
+    /// Live blocks of the block store read and checked.
+    pub blocks: u64,
+    /// Their bytes on disk.
+    pub block_bytes: u64,
+    /// Everything wrong, one line each; empty when the store is clean.
+    pub problems: Vec<String>,
+}
+
+impl VerifyReport {
+    /// Whether nothing is wrong.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// The tree walk of `verify`.
+pub(super) struct Walk<'a> {
+    pub(super) pages: &'a Pages,
+    pub(super) report: &'a mut VerifyReport,
+    pub(super) seen: std::collections::HashSet<u64>,
+}
+
+impl Walk<'_> {
+    /// Checks the subtree at `id`, whose keys must lie in `low..high`, at `depth`.
+    pub(super) fn page(
+        &mut self,
+        id: u64,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        depth: usize,
+        max: usize,
+    ) {
+        if self.report.problems.len() >= 100 {
+            return;
+        }
+        if !self.seen.insert(id) {
+            self.report.problems.push(format!("page {id} is reachable twice"));
+            return;
+        }
+        let page = match self.pages.load(id) {
+            Ok(page) => page,
+            Err(error) => {
+                self.report.problems.push(error.to_string());
+                return;
+            }
+        };
+        self.report.pages += 1;
+        let in_bounds =
+            |key: &[u8]| low.is_none_or(|low| key >= low) && high.is_none_or(|high| key < high);
+        match &*page {
+            Page::Leaf(leaf) => {
+                self.report.leaves += 1;
+                if self.report.height == 0 {
+                    self.report.height = depth;
+                } else if self.report.height != depth {
+                    self.report.problems.push(format!(
+                        "leaf {id} is at depth {depth}, others at {}",
+                        self.report.height
+                    ));
+                }
+                if leaf.encoded_len() > max && leaf.entries.len() >= 2 {
+                    self.report.problems.push(format!("leaf {id} is over the page size"));
+                }
+                for (key, value) in &leaf.entries {
+                    if !in_bounds(key) {
+                        self.report
+                            .problems
+                            .push(format!("leaf {id} holds a key outside its range"));
+                    }
+                    self.report.entries += 1;
+                    self.report.key_bytes += key.len() as u64;
+                    match value {
+                        Value::Inline(bytes) => self.report.value_bytes += bytes.len() as u64,
+                        Value::Overflow(overflow) => {
+                            self.report.overflow_values += 1;
+                            match self.pages.read_overflow(overflow) {
+                                Ok(bytes) => self.report.value_bytes += bytes.len() as u64,
+                                Err(error) => self
+                                    .report
+                                    .problems
+                                    .push(format!("the value of a key in leaf {id}: {error}")),
+                            }
+                        }
+                    }
+                }
+            }
+            Page::Internal(internal) => {
+                if internal.encoded_len() > max && internal.entries.len() >= 3 {
+                    self.report.problems.push(format!("internal page {id} is over the page size"));
+                }
+                let mut bound = low.map(<[u8]>::to_vec);
+                let mut child = internal.first_child;
+                for (separator, next) in &internal.entries {
+                    if !in_bounds(separator) {
+                        self.report.problems.push(format!(
+                            "internal page {id} holds a separator outside its range"
+                        ));
+                    }
+                    self.page(child, bound.as_deref(), Some(separator), depth + 1, max);
+                    bound = Some(separator.clone());
+                    child = *next;
+                }
+                self.page(child, bound.as_deref(), high, depth + 1, max);
+            }
+        }
+    }
+}

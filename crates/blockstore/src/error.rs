@@ -66,6 +66,13 @@ pub enum BlockError {
     #[error(transparent)]
     Tier(#[from] tierkv_tiercache::TierError),
 
+    /// A write to a store opened read-only.
+    #[error("the block store in {} was opened read-only", dir.display())]
+    ReadOnly {
+        /// The store directory.
+        dir: PathBuf,
+    },
+
     /// The store was closed.
     #[error("the block store in {} is closed", dir.display())]
     Closed {

@@ -541,7 +541,9 @@ impl LogStore {
         let dir = dir.as_ref().to_path_buf();
         let tier = options.tier.clone().map(TierCache::open).transpose()?;
         let started = Instant::now();
-        create_dir_durably(storage, &dir)?;
+        if !options.read_only {
+            create_dir_durably(storage, &dir)?;
+        }
         let mut recovered = recover(storage, &dir, &options)?;
         recovered.report.elapsed = started.elapsed();
         let Recovered { index, writer, checkpoint, report } = recovered;
@@ -583,7 +585,7 @@ impl LogStore {
             writeback: Writeback::start("tierkv-log", WRITEBACK_CHUNK_BYTES),
             tier,
         });
-        if report.groups_applied > 0 {
+        if report.groups_applied > 0 && !shared.options.read_only {
             // IMPORTANT: the replayed groups' pointers must never be read again, since the
             // space of the blocks they point at may be reused from now on: a checkpoint
             // puts them behind recovery's scan. What it refers to is made durable first
@@ -592,7 +594,7 @@ impl LogStore {
             shared.write_checkpoint()?;
         }
         shared.rebuild_pool();
-        let maintenance = if shared.options.background_cleaning {
+        let maintenance = if shared.options.background_cleaning && !shared.options.read_only {
             let worker = Arc::clone(&shared);
             let handle = std::thread::Builder::new()
                 .name("tierkv-blocks-clean".into())
@@ -615,7 +617,7 @@ impl LogStore {
     /// Cleans one segment if the space target asks for it; returns whether it cleaned one.
     /// The background thread calls this; with `background_cleaning` off, callers do.
     pub fn clean_once(&self) -> Result<bool, BlockError> {
-        self.shared.check_open()?;
+        self.shared.check_writable()?;
         self.shared.clean_once()
     }
 
@@ -639,7 +641,7 @@ impl LogStore {
         source: AdmitSource,
     ) -> Result<GroupId, BlockError> {
         let shared = &*self.shared;
-        shared.check_open()?;
+        shared.check_writable()?;
         validate_group(changes)?;
         let mut prepared = Vec::with_capacity(changes.len());
         let mut payload_bytes = 0u64;
@@ -768,7 +770,7 @@ impl BlockStore for LogStore {
     }
 
     fn checkpoint(&self) -> Result<(), BlockError> {
-        self.shared.check_open()?;
+        self.shared.check_writable()?;
         self.shared.write_checkpoint()
     }
 
@@ -1039,6 +1041,15 @@ impl Shared {
         if self.poisoned.load(Ordering::Acquire) {
             let cause = lock(&self.poison).clone().unwrap_or_default();
             return Err(BlockError::Poisoned { dir: self.dir.clone(), cause });
+        }
+        Ok(())
+    }
+
+    /// `check_open`, and refuses a store opened read-only.
+    fn check_writable(&self) -> Result<(), BlockError> {
+        self.check_open()?;
+        if self.options.read_only {
+            return Err(BlockError::ReadOnly { dir: self.dir.clone() });
         }
         Ok(())
     }
@@ -2068,7 +2079,7 @@ fn create_dir_durably(storage: &Storage, dir: &Path) -> Result<(), BlockError> {
 }
 
 fn segment_open_options(method: AccessMethod, options: &StoreOptions) -> OpenOptions {
-    OpenOptions::new(method).mode(options.file_mode).chunk_bytes(1)
+    OpenOptions::new(method).mode(options.file_mode).chunk_bytes(1).read_only(options.read_only)
 }
 
 /// Opens both handles of an existing segment.
@@ -2141,8 +2152,11 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
     let mut report = RecoveryReport::default();
     let mut segments: Vec<u64> = Vec::new();
     let mut maps: Vec<u64> = Vec::new();
+    let read_only = options.read_only;
     for name in storage.list_dir(dir)? {
-        if name.ends_with(".tmp") {
+        if name.ends_with(".tmp") && read_only {
+            // Never named: nothing reads it, and the next writer removes it.
+        } else if name.ends_with(".tmp") {
             // CRASH: a temp file is a segment or checkpoint that never got its final name.
             storage.remove_file(dir.join(&name))?;
         } else if let Some(number) = format::parse_segment_file_name(&name) {
@@ -2172,7 +2186,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         next_group = header.next_group.0;
         scan_from = Some(header.scan);
         index.map = entries.into_iter().collect();
-        for &older in &maps[..maps.len() - 1] {
+        for &older in maps[..maps.len() - 1].iter().filter(|_| !read_only) {
             storage.remove_file(dir.join(format::map_file_name(older)))?;
         }
     }
@@ -2267,7 +2281,9 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
                 report.discarded_blocks = discarded_blocks;
                 report.discarded_bytes = outcome.end.saturating_sub(cut);
                 report.stop = Some((file.path.clone(), cut, reason));
-                cut_and_refill(&file, cut, capacity)?;
+                if !read_only {
+                    cut_and_refill(&file, cut, capacity)?;
+                }
                 tails[stream as usize] = Some((number, cut));
                 continue;
             }
@@ -2289,7 +2305,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
             // here, so everything after the end is cut now, or a later scan could read
             // such a group as continuing the log.
             let capacity = index.segments[&number].capacity;
-            if outcome.end < capacity {
+            if outcome.end < capacity && !read_only {
                 cut_and_refill(&file, outcome.end, capacity)?;
             }
             tails[stream as usize] = Some((number, outcome.end));
@@ -2332,7 +2348,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
         }
     }
     let mut next_segment = segments.last().map_or(1, |n| n + 1);
-    if streams[Stream::User as usize].is_none() {
+    if streams[Stream::User as usize].is_none() && !read_only {
         let number = next_segment;
         next_segment += 1;
         let capacity = options.segment_bytes;

@@ -29,6 +29,10 @@ pub struct StoreOptions {
     /// A secondary block cache on a memory tier (seed 002): reads look there before the
     /// files, and blocks read or written may be admitted. Default none.
     pub tier: Option<TierOptions>,
+    /// Open without writing anything (`LogStore` only): every file is opened read-only,
+    /// recovery rebuilds the map in memory and repairs nothing (a torn tail is skipped, not
+    /// cut), nothing is created, and writes fail with `BlockError::ReadOnly`. Default false.
+    pub read_only: bool,
 }
 
 impl Default for StoreOptions {
@@ -42,6 +46,7 @@ impl Default for StoreOptions {
             background_cleaning: true,
             file_mode: tierkv_io::DEFAULT_FILE_MODE,
             tier: None,
+            read_only: false,
         }
     }
 }

@@ -94,8 +94,24 @@ impl Storage {
         let held = match self {
             Storage::Os => LockInner::Os(os::lock_file(path, mode)?),
             Storage::Sim(sim) => {
-                sim.lock_file(path)?;
-                LockInner::Sim(sim.clone())
+                sim.lock_file(path, false)?;
+                LockInner::Sim(sim.clone(), false)
+            }
+        };
+        Ok(FileLock { path: path.to_path_buf(), held })
+    }
+
+    /// Takes a shared lock on the existing file at `path`, opened read-only, without
+    /// waiting: any number of shared locks hold at once, and `Error::Locked` answers while
+    /// an exclusive `lock_file` lock is held (and keeps one from being taken meanwhile).
+    /// Nothing is created: a missing file is `Error::NotFound`.
+    pub fn lock_file_shared(&self, path: impl AsRef<Path>) -> Result<FileLock> {
+        let path = path.as_ref();
+        let held = match self {
+            Storage::Os => LockInner::Os(os::lock_file_shared(path)?),
+            Storage::Sim(sim) => {
+                sim.lock_file(path, true)?;
+                LockInner::Sim(sim.clone(), true)
             }
         };
         Ok(FileLock { path: path.to_path_buf(), held })
@@ -118,7 +134,8 @@ impl Storage {
     }
 }
 
-/// An exclusive lock on a file (`Storage::lock_file`), released on drop.
+/// A lock on a file (`Storage::lock_file`, exclusive, or `Storage::lock_file_shared`),
+/// released on drop.
 #[derive(Debug)]
 pub struct FileLock {
     path: PathBuf,
@@ -129,7 +146,8 @@ pub struct FileLock {
 enum LockInner {
     /// The locked descriptor: closing it (on drop) releases the lock; never read.
     Os(#[allow(dead_code)] std::os::fd::OwnedFd),
-    Sim(SimFs),
+    /// The simulated file system, and whether the lock is shared.
+    Sim(SimFs, bool),
 }
 
 impl FileLock {
@@ -141,8 +159,8 @@ impl FileLock {
 
 impl Drop for FileLock {
     fn drop(&mut self) {
-        if let LockInner::Sim(sim) = &self.held {
-            sim.unlock_file(&self.path);
+        if let LockInner::Sim(sim, shared) = &self.held {
+            sim.unlock_file(&self.path, *shared);
         }
     }
 }

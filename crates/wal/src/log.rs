@@ -226,7 +226,8 @@ impl Wal {
     ) -> Result<Recovered, WalError> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        let recovered = recovery::recover(storage, &dir, &options, &mut on_record)?;
+        let recovered =
+            recovery::recover(storage, &dir, &options, recovery::Mode::Repair, &mut on_record)?;
         let counters = Counters::default();
         let mut segments: Vec<LiveSegment> = Vec::with_capacity(recovered.segments.len() + 1);
         let count = recovered.segments.len();
@@ -309,6 +310,28 @@ impl Wal {
             threads.push(spawn("tierkv-wal-flush", move || flusher.flush_loop())?);
         }
         Ok(Recovered { wal: Wal { shared, threads }, report: recovered.report })
+    }
+
+    /// Reads the log in `dir` without changing anything: every complete record goes to
+    /// `on_record` in LSN order, up to the first torn or invalid one, which the report's
+    /// `stop` names (nothing after it is counted or removed). Files are opened read-only, so
+    /// this works on a copy the caller cannot write and beside a process appending to the
+    /// log (which it may then see only in part). A missing directory is an empty log.
+    pub fn read_only(
+        storage: &Storage,
+        dir: impl AsRef<Path>,
+        options: &WalOptions,
+        mut on_record: impl FnMut(Record<'_>),
+    ) -> Result<RecoveryReport, WalError> {
+        options.validate()?;
+        let recovered = recovery::recover(
+            storage,
+            dir.as_ref(),
+            options,
+            recovery::Mode::ReadOnly,
+            &mut on_record,
+        )?;
+        Ok(recovered.report)
     }
 
     /// Appends a record and returns its LSN once `durability` holds for it.
@@ -445,6 +468,34 @@ impl Wal {
             let _ = thread.join();
         }
         result
+    }
+
+    /// Makes the next append take the LSN after `last`, on a log that holds no record (a
+    /// new log beside data that already covers records up to `last`, such as a copy of a
+    /// store). Until a record is appended the log is still empty on disk, and a reopen
+    /// starts again from 1; append one before relying on it.
+    pub fn start_after(&self, last: Lsn) -> Result<(), WalError> {
+        let shared = &*self.shared;
+        let mut state = shared.lock();
+        shared.check_open(&state)?;
+        let empty = state.next_lsn == Lsn::ZERO.next()
+            && state.segments.iter().all(|live| live.first_lsn.is_none())
+            && state.tail == RECORDS_START;
+        if !empty {
+            return Err(WalError::InvalidOptions(format!(
+                "start_after({last}) on a log that holds records (the next LSN is {})",
+                state.next_lsn
+            )));
+        }
+        state.next_lsn = last.next();
+        state.written = last;
+        state.durable = last;
+        state.buffered = last;
+        state.round_target = last;
+        shared.durable_now.store(last.0, Ordering::Release);
+        shared.committed.store(last.0, Ordering::Release);
+        assert!(state.completed.is_empty() && state.next_lsn > last);
+        Ok(())
     }
 
     /// The LSN the next append will get.

@@ -103,19 +103,45 @@ struct SegmentEnd {
     invalid: Option<String>,
 }
 
-/// Recovers the log in `dir`, creating the directory if it is missing.
+/// What recovery may do to the files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Recover for appending: create the directory, remove what follows the stop point and
+    /// leftover `.prepare` files, and make the rest durable.
+    Repair,
+    /// Only read: open every file read-only, change nothing, and report where the records
+    /// end (a missing directory is an empty log).
+    ReadOnly,
+}
+
+/// Recovers the log in `dir` (see `Mode`).
 pub(crate) fn recover(
     storage: &Storage,
     dir: &Path,
     options: &WalOptions,
+    mode: Mode,
     on_record: &mut dyn FnMut(Record<'_>),
 ) -> Result<Recovery, WalError> {
     let started = Instant::now();
-    create_dir_durably(storage, dir)?;
     let mut report = RecoveryReport::default();
+    match mode {
+        Mode::Repair => create_dir_durably(storage, dir)?,
+        Mode::ReadOnly if !storage.exists(dir)? => {
+            report.elapsed = started.elapsed();
+            return Ok(Recovery {
+                segments: Vec::new(),
+                tail: RECORDS_START,
+                last_lsn: Lsn::ZERO,
+                report,
+            });
+        }
+        Mode::ReadOnly => {}
+    }
     let mut numbers = Vec::new();
     for name in storage.list_dir(dir)? {
-        if format::is_prepare_file_name(&name) {
+        if format::is_prepare_file_name(&name) && mode == Mode::ReadOnly {
+            // An interrupted preparation holds no record; the next writer removes it.
+        } else if format::is_prepare_file_name(&name) {
             // CRASH: an interrupted preparation; the segment never took a record.
             storage.remove_file(dir.join(&name))?;
             report.removed_prepare_files += 1;
@@ -131,7 +157,8 @@ pub(crate) fn recover(
     let mut segments = Vec::with_capacity(numbers.len());
     for &number in &numbers {
         let path = dir.join(format::segment_file_name(number));
-        segments.push(Segment::open_existing(storage, &path, options, number)?);
+        let read_only = mode == Mode::ReadOnly;
+        segments.push(Segment::open_existing(storage, &path, options, number, read_only)?);
     }
 
     let mut scanner = Scanner { backend: options.backend, window: Vec::new(), expected: None };
@@ -162,6 +189,23 @@ pub(crate) fn recover(
     if report.records > 0 {
         let first = live.iter().find_map(|(_, first)| *first).unwrap_or(last_lsn);
         report.lsn_range = Some((first, last_lsn));
+    }
+
+    if mode == Mode::ReadOnly {
+        // Nothing is repaired, so nothing past the stop point is counted either: a reader
+        // only needs to know where the records end.
+        if let (Some((segment, _)), Some(reason)) = (live.last(), &stopped) {
+            if reason != Invalid::Empty.describe() {
+                report.stop = Some(StopPoint {
+                    file: segment.path.clone(),
+                    offset: stop_offset,
+                    reason: reason.clone(),
+                });
+            }
+        }
+        report.end = live.last().map(|(segment, _)| (segment.path.clone(), stop_offset));
+        report.elapsed = started.elapsed();
+        return Ok(Recovery { segments: live, tail: stop_offset, last_lsn, report });
     }
 
     // Everything after the stop point goes: later segments first (newest first), then the

@@ -106,14 +106,20 @@ impl Segment {
         Ok(())
     }
 
-    /// Opens an existing segment for recovery and checks its header.
+    /// Opens an existing segment for recovery and checks its header. A `read_only` segment
+    /// is read with system calls whatever the backend: it is never written, and a pmem
+    /// segment's bytes are in the file either way.
     pub fn open_existing(
         storage: &Storage,
         path: &Path,
         options: &WalOptions,
         number: u64,
+        read_only: bool,
     ) -> Result<Segment, WalError> {
-        let probe = OpenOptions::new(method_for(options.backend)).pmem_mode(options.pmem_mode);
+        let probe = match read_only {
+            true => OpenOptions::new(AccessMethod::Syscall).read_only(true),
+            false => OpenOptions::new(method_for(options.backend)).pmem_mode(options.pmem_mode),
+        };
         let file = storage.open(path, &probe)?;
         let corrupt = |offset: u64, detail: String| WalError::Corruption {
             file: path.to_path_buf(),

@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use tierkv_blockstore::{BlockId, BlockStore, LogStore, StoreOptions, StoreStats};
+use tierkv_blockstore::{BlockError, BlockId, BlockStore, LogStore, StoreOptions, StoreStats};
 use tierkv_io::sim::{seed_from_env, SimFs};
 use tierkv_io::Storage;
 
@@ -232,10 +232,29 @@ fn run_sweep(name: &str, sweep: &Sweep, seed: u64) -> SweepReport {
             let context = format!(
                 "crash before op {point} of {ops}, model {model}, image seed {image_seed}, {must_have} groups acknowledged (TIERKV_SEED={seed})"
             );
-            let storage = Storage::Sim(image);
+            let storage = Storage::Sim(image.clone());
+            // A read-only open first: it must see what recovery will keep, and change nothing.
+            let read_only = StoreOptions { read_only: true, ..sweep.options.clone() };
+            // Before the directory exists there is no store to open without making one.
+            let seen = if storage.exists(dir).expect("exists") {
+                let reader = LogStore::open(&storage, dir, read_only)
+                    .unwrap_or_else(|e| panic!("read-only recovery failed: {e}: {context}"));
+                let seen = read_all(&reader, sweep.ids);
+                reader.verify().unwrap_or_else(|e| panic!("read-only verify: {e}: {context}"));
+                assert!(
+                    matches!(reader.apply_group(&[]), Err(BlockError::ReadOnly { .. })),
+                    "{context}"
+                );
+                seen
+            } else {
+                assert!(LogStore::open(&storage, dir, read_only).is_err(), "{context}");
+                Content::new()
+            };
+            assert_eq!(image.op_count(), 0, "a read-only open changed the files: {context}");
             let store = LogStore::open(&storage, dir, sweep.options.clone())
                 .unwrap_or_else(|e| panic!("recovery failed: {e}: {context}"));
             let found = read_all(&store, sweep.ids);
+            assert!(seen == found, "read-only recovery saw other content: {context}");
             let Some(k) = (must_have..states.len()).find(|&k| states[k] == found) else {
                 panic!(
                     "the recovered content is not the content after any prefix of at least {must_have} groups: {context}"

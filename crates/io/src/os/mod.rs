@@ -300,6 +300,18 @@ pub(crate) fn lock_file(path: &Path, mode: u32) -> Result<OwnedFd> {
     }
 }
 
+/// Opens the existing file at `path` read-only and takes a shared `flock` on it, without
+/// waiting (`Error::Locked` while an exclusive lock is held). It creates nothing.
+pub(crate) fn lock_file_shared(path: &Path) -> Result<OwnedFd> {
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Error::from_rustix(Op::Open, path, e))?;
+    match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockShared) {
+        Ok(()) => Ok(fd),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked { path: path.to_path_buf() }),
+        Err(errno) => Err(Error::from_rustix(Op::Lock, path, errno)),
+    }
+}
+
 pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()

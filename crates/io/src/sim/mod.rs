@@ -366,20 +366,37 @@ impl SimFs {
         CrashReplay { replay: Replay::new(&state.base), log: state.log.clone(), position: 0 }
     }
 
-    /// Opens (creating) and locks `path`, as `Storage::lock_file` does on the OS: `Locked`
-    /// while a lock on it is held.
-    pub(crate) fn lock_file(&self, path: &Path) -> Result<()> {
-        drop(self.open(path, &OpenOptions::new(AccessMethod::Syscall).create(true))?);
+    /// Locks `path` as `Storage::lock_file` (exclusive: opened, created when missing) or
+    /// `Storage::lock_file_shared` (shared: opened read-only, never created) do on the OS:
+    /// `Locked` while a lock that conflicts is held.
+    pub(crate) fn lock_file(&self, path: &Path, shared: bool) -> Result<()> {
+        let open = OpenOptions::new(AccessMethod::Syscall);
+        let open = if shared { open.read_only(true) } else { open.create(true) };
+        drop(self.open(path, &open)?);
         let mut state = self.lock();
-        if !state.locks.insert(path.to_path_buf()) {
-            return Err(Error::Locked { path: path.to_path_buf() });
+        let holders = state.locks.entry(path.to_path_buf()).or_insert(0);
+        // A count of shared holders, or -1 for the one exclusive holder.
+        match (shared, *holders) {
+            (true, count) if count >= 0 => *holders = count + 1,
+            (false, 0) => *holders = -1,
+            _ => return Err(Error::Locked { path: path.to_path_buf() }),
         }
         Ok(())
     }
 
-    /// Releases the lock `lock_file` took.
-    pub(crate) fn unlock_file(&self, path: &Path) {
-        self.lock().locks.remove(path);
+    /// Releases a lock `lock_file` took.
+    pub(crate) fn unlock_file(&self, path: &Path, shared: bool) {
+        let mut state = self.lock();
+        if let Some(holders) = state.locks.get_mut(path) {
+            assert!(
+                if shared { *holders > 0 } else { *holders == -1 },
+                "unlock of a lock not held"
+            );
+            *holders = if shared { *holders - 1 } else { 0 };
+            if *holders == 0 {
+                state.locks.remove(path);
+            }
+        }
     }
 
     pub(crate) fn open(&self, path: &Path, options: &OpenOptions) -> Result<SimFile> {

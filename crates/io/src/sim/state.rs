@@ -286,9 +286,10 @@ pub(crate) struct State {
     pub(crate) calls: u64,
     pub(crate) fault: Option<FaultPlan>,
     pub(crate) next_inode: u64,
-    /// Files a `FileLock` holds (`SimFs::lock_file`); a crash image starts with none, as a
-    /// process that died holds none.
-    pub(crate) locks: BTreeSet<PathBuf>,
+    /// Files a `FileLock` holds (`SimFs::lock_file`): the number of shared holders, or -1
+    /// for an exclusive one; a crash image starts with none, as a process that died holds
+    /// none.
+    pub(crate) locks: BTreeMap<PathBuf, i64>,
     /// The calls the fault plan failed: number, op and path, in order.
     pub(crate) injected: Vec<(u64, Op, PathBuf)>,
     /// Directories mounted read-only (`SimFs::set_read_only`): nothing at or under them may
@@ -306,7 +307,7 @@ impl State {
             calls: 0,
             fault: None,
             next_inode,
-            locks: BTreeSet::new(),
+            locks: BTreeMap::new(),
             injected: Vec::new(),
             read_only: BTreeSet::new(),
         }

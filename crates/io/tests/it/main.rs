@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod equivalence;
+mod locks;
 mod methods;
 mod sim;
 mod stress;

@@ -336,3 +336,90 @@ fn bad_arguments_are_typed_errors() {
     assert!(error.to_string().contains("over the limit"), "{error}");
     assert_eq!(wal.next_lsn(), Lsn(1), "a refused append takes no LSN");
 }
+
+/// Every file under `dir`: its name, length and a hash of its bytes.
+fn file_contents(dir: &std::path::Path) -> Vec<(String, usize, u64)> {
+    use std::hash::{Hash, Hasher};
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|entry| {
+            let entry = entry.expect("entry");
+            let bytes = std::fs::read(entry.path()).expect("read");
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut hasher);
+            (entry.file_name().to_string_lossy().into_owned(), bytes.len(), hasher.finish())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_read_only_scan_returns_the_records_and_changes_no_file() {
+    for backend in [Backend::File, Backend::Pmem] {
+        let dir = dir_for(backend);
+        let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(backend));
+        let mut expected = Vec::new();
+        for sequence in 0..200 {
+            let bytes = payload(1, sequence, 900);
+            let lsn = wal.append(kind(), &bytes, Durability::Sync).expect("append");
+            expected.push((lsn, bytes));
+        }
+        // Its threads stopped, so that only the scans below could change the files.
+        drop(wal);
+        let scan = |dir: &std::path::Path| {
+            let mut records = Vec::new();
+            let report = Wal::read_only(&Storage::Os, dir, &small(backend), |record| {
+                records.push((record.lsn, record.payload.to_vec()));
+            })
+            .expect("read-only scan");
+            (records, report)
+        };
+        let before = file_contents(dir.path());
+        let (records, report) = scan(dir.path());
+        assert_eq!(records, expected, "{backend}");
+        assert_eq!(report.lsn_range, Some((Lsn(1), Lsn(200))), "{backend}");
+        assert_eq!(report.stop, None, "{backend}");
+        assert_eq!(file_contents(dir.path()), before, "{backend}: a read-only scan wrote");
+        // A torn record where the next would go: the scan stops there, says so, and leaves it.
+        let (file, end) = report.end.expect("where the records end");
+        let torn = std::fs::OpenOptions::new().write(true).open(&file).expect("open");
+        std::os::unix::fs::FileExt::write_all_at(&torn, &[0x5a; 48], end).expect("tear");
+        drop(torn);
+        let before = file_contents(dir.path());
+        let (records, report) = scan(dir.path());
+        assert_eq!(records, expected, "{backend}");
+        // On pmem the commit word ends the records, so bytes past it are not even looked at.
+        let stop = report.stop.as_ref().map(|stop| (&stop.file, stop.offset));
+        let expected_stop = (backend == Backend::File).then_some((&file, end));
+        assert_eq!(stop, expected_stop, "{backend}");
+        assert!(report.removed_segments.is_empty() && report.removed_prepare_files == 0);
+        assert_eq!(file_contents(dir.path()), before, "{backend}: a read-only scan repaired");
+    }
+}
+
+#[test]
+fn a_read_only_scan_of_a_missing_directory_is_an_empty_log_and_creates_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let missing = dir.path().join("log");
+    let report = Wal::read_only(&Storage::Os, &missing, &small(Backend::File), |_| {
+        panic!("no record expected")
+    })
+    .expect("scan");
+    assert_eq!(report.records, 0);
+    assert!(!missing.exists());
+}
+
+#[test]
+fn start_after_numbers_a_new_log_from_a_given_lsn_and_refuses_a_log_with_records() {
+    let dir = dir_for(Backend::File);
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    wal.start_after(Lsn(41)).expect("an empty log starts anywhere");
+    assert_eq!(wal.next_lsn(), Lsn(42));
+    assert_eq!(wal.append(kind(), b"first", Durability::Sync).expect("append"), Lsn(42));
+    assert!(matches!(wal.start_after(Lsn(100)), Err(WalError::InvalidOptions(_))));
+    wal.close().expect("close");
+    let (wal, records, _) = open_collect(&Storage::Os, dir.path(), small(Backend::File));
+    assert_eq!(records, vec![(Lsn(42), b"first".to_vec())]);
+    assert_eq!(wal.next_lsn(), Lsn(43));
+}

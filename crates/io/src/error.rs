@@ -44,6 +44,8 @@ pub enum Op {
     Remove,
     /// Creating a directory.
     CreateDir,
+    /// Removing an empty directory.
+    RemoveDir,
     /// fsync of a directory, which makes creates and renames in it durable.
     SyncDir,
     /// Listing a directory.
@@ -69,6 +71,7 @@ impl fmt::Display for Op {
             Op::Stat => "stat",
             Op::Rename => "rename",
             Op::Remove => "remove",
+            Op::RemoveDir => "remove the directory",
             Op::CreateDir => "create directory",
             Op::SyncDir => "sync directory",
             Op::ListDir => "list directory",

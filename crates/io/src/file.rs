@@ -62,6 +62,14 @@ impl Storage {
         }
     }
 
+    /// Removes an empty directory. Durable only after `sync_dir` on its parent.
+    pub fn remove_dir(&self, path: impl AsRef<Path>) -> Result<()> {
+        match self {
+            Storage::Os => os::remove_dir(path.as_ref()),
+            Storage::Sim(sim) => sim.remove_dir(path.as_ref()),
+        }
+    }
+
     /// Renames a file, replacing any file at `to`. Durable only after `sync_dir`.
     pub fn rename(&self, from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<()> {
         match self {

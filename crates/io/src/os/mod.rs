@@ -321,6 +321,11 @@ pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
         .map_err(|e| Error::from_std(Op::CreateDir, path, e))
 }
 
+pub(crate) fn remove_dir(path: &Path) -> Result<()> {
+    rustix::fs::unlinkat(rustix::fs::CWD, path, rustix::fs::AtFlags::REMOVEDIR)
+        .map_err(|e| Error::from_rustix(Op::RemoveDir, path, e))
+}
+
 pub(crate) fn remove_file(path: &Path) -> Result<()> {
     rustix::fs::unlink(path).map_err(|e| Error::from_rustix(Op::Remove, path, e))
 }

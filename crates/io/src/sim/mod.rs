@@ -201,6 +201,8 @@ pub enum SimOpKind {
     Create,
     /// A directory was created (one op per missing component).
     CreateDir,
+    /// An empty directory was removed.
+    RemoveDir,
     /// Bytes written through a non-pmem handle.
     Write,
     /// Bytes stored through a pmem handle (writes and `store_u64`).
@@ -457,6 +459,26 @@ impl SimFs {
         for dir in missing.into_iter().rev() {
             state.record(LogOp::Ns(NsOp::CreateDir { path: dir.to_path_buf() }));
         }
+        Ok(())
+    }
+
+    pub(crate) fn remove_dir(&self, path: &Path) -> Result<()> {
+        let mut state = self.lock();
+        state.begin_call(Op::RemoveDir, path)?;
+        state.check_writable(Op::RemoveDir, path)?;
+        let ns = &state.live.ns;
+        if !ns.is_dir(path) {
+            if ns.is_file(path) {
+                return Err(os_error(Op::RemoveDir, path, libc::ENOTDIR));
+            }
+            return Err(Error::NotFound { op: Op::RemoveDir, path: path.to_path_buf() });
+        }
+        let occupied = ns.files.keys().chain(ns.dirs.iter()).any(|p| p.parent() == Some(path));
+        if occupied {
+            return Err(os_error(Op::RemoveDir, path, libc::ENOTEMPTY));
+        }
+        // CRASH: until `sync_dir` of its parent, a crash may bring the directory back.
+        state.record(LogOp::Ns(NsOp::RemoveDir { path: path.to_path_buf() }));
         Ok(())
     }
 

@@ -91,6 +91,7 @@ impl DataOp {
 #[derive(Clone, Debug)]
 pub(crate) enum NsOp {
     CreateDir { path: PathBuf },
+    RemoveDir { path: PathBuf },
     Create { path: PathBuf, inode: InodeId },
     Rename { from: PathBuf, to: PathBuf, inode: InodeId },
     Remove { path: PathBuf, inode: InodeId },
@@ -101,6 +102,9 @@ impl NsOp {
         match self {
             NsOp::CreateDir { path } => {
                 ns.dirs.insert(path.clone());
+            }
+            NsOp::RemoveDir { path } => {
+                ns.dirs.remove(path);
             }
             NsOp::Create { path, inode } => {
                 ns.files.insert(path.clone(), *inode);
@@ -122,9 +126,10 @@ impl NsOp {
     /// The directory entries this op changes.
     pub(crate) fn paths(&self) -> [Option<&Path>; 2] {
         match self {
-            NsOp::CreateDir { path } | NsOp::Create { path, .. } | NsOp::Remove { path, .. } => {
-                [Some(path), None]
-            }
+            NsOp::CreateDir { path }
+            | NsOp::RemoveDir { path }
+            | NsOp::Create { path, .. }
+            | NsOp::Remove { path, .. } => [Some(path), None],
             NsOp::Rename { from, to, .. } => [Some(from), Some(to)],
         }
     }
@@ -171,6 +176,7 @@ impl LogOp {
     pub(crate) fn info(&self, index: u64) -> SimOpInfo {
         let (kind, path, failed) = match self {
             LogOp::Ns(NsOp::CreateDir { path }) => (SimOpKind::CreateDir, &**path, false),
+            LogOp::Ns(NsOp::RemoveDir { path }) => (SimOpKind::RemoveDir, &**path, false),
             LogOp::Ns(NsOp::Create { path, .. }) => (SimOpKind::Create, &**path, false),
             LogOp::Ns(NsOp::Rename { from, .. }) => (SimOpKind::Rename, &**from, false),
             LogOp::Ns(NsOp::Remove { path, .. }) => (SimOpKind::Remove, &**path, false),

@@ -1,6 +1,7 @@
 //! Integration tests of tierkv-io: one binary, one module per area.
 
 mod bad_input;
+mod dirs;
 mod equivalence;
 mod locks;
 mod methods;

@@ -406,6 +406,9 @@ struct StreamTail {
     active: Arc<SegmentFile>,
     capacity: u64,
     tail: u64,
+    /// When the segment became the stream's active one: how fast it fills sizes the next
+    /// (`StoreOptions::sizing`).
+    since: Instant,
     /// Offset of the last pointer written to it.
     last_pointer: Option<u64>,
 }
@@ -1380,8 +1383,12 @@ impl Shared {
             lock(&self.sync).dirty.retain(|f| f.number != number);
         }
         let number = writer.next_segment;
-        let capacity =
-            self.options.segment_bytes.max((BLOCKS_START + needed).next_multiple_of(4096));
+        // About what the stream's last segment took in the target time, or the first size.
+        let sized = match &writer.streams[stream as usize] {
+            Some(old) => self.options.sizing().next(old.capacity, old.since.elapsed()),
+            None => self.options.sizing().min_bytes,
+        };
+        let capacity = sized.max((BLOCKS_START + needed).next_multiple_of(4096));
         let segment =
             match create_segment(&self.storage, &self.dir, &self.options, number, capacity, stream)
             {
@@ -1411,8 +1418,13 @@ impl Shared {
             index.file_bytes += capacity;
         }
         writer.next_segment += 1;
-        writer.streams[stream as usize] =
-            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START, last_pointer: None });
+        writer.streams[stream as usize] = Some(StreamTail {
+            active: segment,
+            capacity,
+            tail: BLOCKS_START,
+            last_pointer: None,
+            since: Instant::now(),
+        });
         lock(&self.inflight).tails[stream as usize] = Some((number, BLOCKS_START));
         Ok(())
     }
@@ -1576,7 +1588,7 @@ impl Shared {
         let writer = lock(&self.writer);
         match &writer.streams[Stream::Cold as usize] {
             Some(s) => s.capacity - s.tail,
-            None => self.options.segment_bytes - BLOCKS_START,
+            None => self.options.sizing().min_bytes - BLOCKS_START,
         }
     }
 
@@ -2344,6 +2356,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
                 capacity: info.capacity,
                 tail: tail.unwrap_or(info.capacity),
                 last_pointer: None,
+                since: Instant::now(),
             });
         }
     }
@@ -2351,7 +2364,7 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
     if streams[Stream::User as usize].is_none() && !read_only {
         let number = next_segment;
         next_segment += 1;
-        let capacity = options.segment_bytes;
+        let capacity = options.sizing().min_bytes;
         let segment =
             Arc::new(create_segment(storage, dir, options, number, capacity, Stream::User)?);
         index.segments.insert(
@@ -2365,8 +2378,13 @@ fn recover(storage: &Storage, dir: &Path, options: &StoreOptions) -> Result<Reco
             },
         );
         index.file_bytes += capacity;
-        streams[Stream::User as usize] =
-            Some(StreamTail { active: segment, capacity, tail: BLOCKS_START, last_pointer: None });
+        streams[Stream::User as usize] = Some(StreamTail {
+            active: segment,
+            capacity,
+            tail: BLOCKS_START,
+            last_pointer: None,
+            since: Instant::now(),
+        });
     }
     index.durable_scan = scan;
     let writer = Writer {

@@ -14,8 +14,14 @@ pub struct StoreOptions {
     pub read_method: AccessMethod,
     /// How new blocks are compressed. Default `None`.
     pub codec: Codec,
-    /// Bytes of each segment file, preallocated at creation. Default 16 MiB.
+    /// The largest segment file. Segments are zero-filled at creation and sized by how fast
+    /// the stream's last one filled (`tierkv_io::RateSizing`: about two seconds of writes),
+    /// from `first_segment_bytes` up to this (a group larger than that gets a segment of its
+    /// own). Default 16 MiB.
     pub segment_bytes: u64,
+    /// A stream's first segment, and the smallest (capped at `segment_bytes`), so that a
+    /// store that takes few writes stays small. Default 1 MiB.
+    pub first_segment_bytes: u64,
     /// A map checkpoint is written after this many bytes of log, which bounds recovery's scan.
     /// Default 256 MiB.
     pub checkpoint_bytes: u64,
@@ -41,6 +47,7 @@ impl Default for StoreOptions {
             read_method: AccessMethod::Syscall,
             codec: Codec::None,
             segment_bytes: 16 << 20,
+            first_segment_bytes: 1 << 20,
             checkpoint_bytes: 256 << 20,
             space_target: 1.3,
             background_cleaning: true,
@@ -55,6 +62,11 @@ impl Default for StoreOptions {
 pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
 
 impl StoreOptions {
+    /// How segments are sized (see `segment_bytes`).
+    pub fn sizing(&self) -> tierkv_io::RateSizing {
+        tierkv_io::RateSizing::new(self.first_segment_bytes, self.segment_bytes)
+    }
+
     /// Checks the options; a store checks them again when it opens.
     pub fn validate(&self) -> Result<(), BlockError> {
         if self.read_method == AccessMethod::Pmem {
@@ -66,6 +78,13 @@ impl StoreOptions {
             return Err(BlockError::InvalidOptions(format!(
                 "segment_bytes {} must be a multiple of 4096 and at least {MIN_SEGMENT_BYTES}",
                 self.segment_bytes
+            )));
+        }
+        let first = self.first_segment_bytes;
+        if first < MIN_SEGMENT_BYTES || !first.is_multiple_of(4096) {
+            return Err(BlockError::InvalidOptions(format!(
+                "first_segment_bytes {first} must be a multiple of 4096 and at least \
+                 {MIN_SEGMENT_BYTES}"
             )));
         }
         if !(self.space_target.is_finite() && self.space_target > 1.0) {

@@ -67,6 +67,7 @@ mod region;
 mod remap_gate;
 mod sigbus;
 pub mod sim;
+mod sizing;
 mod stats;
 pub mod stress;
 
@@ -79,6 +80,7 @@ pub use options::{
 };
 pub use os::fsinfo::{file_system_info, FileSystemInfo};
 pub use region::{MemoryRegion, RegionBacking};
+pub use sizing::{RateSizing, DEFAULT_FILL_TARGET};
 pub use stats::{IoStats, IoStatsSnapshot};
 
 /// The largest end offset (`offset + len`) accepted: the largest `off_t`.

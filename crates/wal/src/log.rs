@@ -189,6 +189,9 @@ struct State {
     preparing: bool,
     /// Capacity the next preparation needs at least (0: nothing asked).
     want_capacity: u64,
+    /// When the active segment took its first record, or was installed: how fast it fills
+    /// sizes the next (`WalOptions::sizing`).
+    active_since: Instant,
     /// Why the last preparation failed, for the appender that needs it.
     prepare_error: Option<WalError>,
     /// Why the log refuses appends.
@@ -248,7 +251,8 @@ impl Wal {
         }
         let mut tail = recovered.tail;
         if segments.is_empty() {
-            let segment = Segment::prepare(storage, &dir, &options, 1, options.segment_bytes)?;
+            let first = options.sizing().min_bytes;
+            let segment = Segment::prepare(storage, &dir, &options, 1, first)?;
             Counters::add(&counters.segments_prepared, 1);
             segments.push(LiveSegment {
                 segment: Arc::new(segment),
@@ -272,7 +276,8 @@ impl Wal {
             rotating: false,
             prepared: None,
             preparing: false,
-            want_capacity: options.segment_bytes,
+            want_capacity: options.sizing().min_bytes,
+            active_since: Instant::now(),
             prepare_error: None,
             poison: None,
             closed: false,
@@ -684,6 +689,8 @@ impl Shared {
     /// Makes `prepared` the active segment.
     fn install(&self, state: &mut State, prepared: Segment) {
         let old = state.active();
+        // The one after this holds about what the old one took in the target time.
+        let next = self.options.sizing().next(old.segment.capacity, state.active_since.elapsed());
         if let Some(last) = old.last_lsn {
             if last > state.durable && self.options.backend == Backend::File {
                 let segment = Arc::clone(&old.segment);
@@ -696,7 +703,8 @@ impl Shared {
             last_lsn: None,
         });
         state.tail = RECORDS_START;
-        state.want_capacity = state.want_capacity.max(self.options.segment_bytes);
+        state.active_since = Instant::now();
+        state.want_capacity = state.want_capacity.max(next);
         Counters::add(&self.counters.rotations, 1);
         self.work.notify_all();
     }
@@ -1011,7 +1019,7 @@ impl Shared {
             }
             let number = state.active().segment.number + 1;
             let capacity =
-                state.want_capacity.next_multiple_of(4096).max(self.options.segment_bytes);
+                state.want_capacity.next_multiple_of(4096).max(self.options.sizing().min_bytes);
             state.want_capacity = 0;
             state.preparing = true;
             drop(state);

@@ -38,9 +38,14 @@ impl Durability {
 pub struct WalOptions {
     /// How appends are made durable. Default `File`.
     pub backend: Backend,
-    /// Size of each segment file, preallocated and zero-filled before use. Default 64 MiB.
-    /// A record larger than a segment gets a segment of its own.
+    /// The largest segment file. Segments are preallocated and zero-filled before use, and
+    /// sized by how fast the last one filled (`tierkv_io::RateSizing`: about two seconds of
+    /// writes each), from `first_segment_bytes` up to this. Default 64 MiB. A record larger
+    /// than a segment gets a segment of its own.
     pub segment_bytes: u64,
+    /// The first segment of a new log, and the smallest (capped at `segment_bytes`), so
+    /// that a log that takes few writes stays small. Default 512 KiB.
+    pub first_segment_bytes: u64,
     /// Longest time a `Buffered` append waits before the flusher syncs it. Default 20 ms.
     pub flush_interval: Duration,
     /// The pmem mode for the pmem backend (see `tierkv_io::PmemMode`). Default `Auto`:
@@ -55,6 +60,7 @@ impl Default for WalOptions {
         WalOptions {
             backend: Backend::File,
             segment_bytes: 64 << 20,
+            first_segment_bytes: 512 << 10,
             flush_interval: Duration::from_millis(20),
             pmem_mode: PmemModeRequest::Auto,
             file_mode: 0o600,
@@ -71,6 +77,11 @@ impl WalOptions {
     /// The smallest segment size accepted: a header block and one page of records.
     pub const MIN_SEGMENT_BYTES: u64 = RECORDS_START + 4096;
 
+    /// How segments are sized (see `segment_bytes`).
+    pub fn sizing(&self) -> tierkv_io::RateSizing {
+        tierkv_io::RateSizing::new(self.first_segment_bytes, self.segment_bytes)
+    }
+
     /// Checks the options; the log checks them again when it opens.
     pub fn validate(&self) -> Result<(), WalError> {
         if self.segment_bytes < Self::MIN_SEGMENT_BYTES || !self.segment_bytes.is_multiple_of(4096)
@@ -78,6 +89,13 @@ impl WalOptions {
             return Err(WalError::InvalidOptions(format!(
                 "segment_bytes is {}; it must be a multiple of 4096 and at least {}",
                 self.segment_bytes,
+                Self::MIN_SEGMENT_BYTES
+            )));
+        }
+        let first = self.first_segment_bytes;
+        if first < Self::MIN_SEGMENT_BYTES || !first.is_multiple_of(4096) {
+            return Err(WalError::InvalidOptions(format!(
+                "first_segment_bytes is {first}; it must be a multiple of 4096 and at least {}",
                 Self::MIN_SEGMENT_BYTES
             )));
         }

@@ -17,14 +17,16 @@ pub struct EngineArgs {
     /// Read method: syscall, direct or mmap.
     #[arg(long, default_value = "syscall")]
     pub read_method: AccessMethod,
-    /// Directory of the write-ahead log (for example on /dev/shm or a DAX mount); default:
-    /// `log` inside the store.
+    /// Directory of the write-ahead log (for example on /dev/shm or a DAX mount), for a new
+    /// store; a store remembers it, so later commands need not give it (default: `log`
+    /// inside the store).
     #[arg(long)]
     pub log_dir: Option<PathBuf>,
-    /// How the log persists appends: file (fdatasync, group commit) or pmem (cache-line
-    /// flushes and a fence on a mapping).
-    #[arg(long, default_value = "file")]
-    pub log_backend: Backend,
+    /// How the log persists appends, for a new store: file (fdatasync, group commit) or pmem
+    /// (cache-line flushes and a fence on a mapping); remembered like --log-dir (default:
+    /// file).
+    #[arg(long)]
+    pub log_backend: Option<Backend>,
     /// Page compression on disk: none, lz4 or zstd.
     #[arg(long, default_value = "none")]
     pub compression: Codec,

@@ -1,50 +1,132 @@
 //! The key-value subcommands: `put`, `get`, `delete`, `scan`, `load`, `dump`, `stat`,
-//! `verify`, `checkpoint` and `compact`, on a store directory (`--db`, default `.`).
+//! `verify`, `checkpoint` and `compact`, on the store named by `--db`.
 //!
-//! Output is readable by default and JSON with `--json`. Keys and values are taken and
-//! printed as UTF-8 text where they are; bytes that are not are printed escaped (`\xNN`)
-//! in text output and as byte arrays in JSON. Errors are one line on stderr with exit
-//! code 1 (`verify` exits 1 when it finds damage, 0 when the store is clean).
+//! Commands that only read (`get`, `scan`, `dump`, `stat`, `verify`) open the store
+//! read-only: they write, sync and allocate nothing, and work on a copy the user cannot
+//! write. Commands that write make a store only where `Db::open` may (a new or empty
+//! directory whose parent exists), and check their input before they open it.
+//!
+//! Keys and values are bytes: on the command line as text, or as hex with `--hex`; in
+//! output escaped (`text.rs`), as hex, or as JSON. Errors are one line on stderr, or a JSON
+//! object on stdout with `--json`, and the exit code says what kind (`EXIT_CODES`).
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value as Json};
-use tierkv::{Db, Durability, Options, WriteBatch};
+use tierkv::{Db, ErrorKind, Options, WriteBatch};
 
 pub use crate::engine_args::EngineArgs;
+use crate::text::{self, json_bytes, Format};
+
+/// The exit codes of the key-value commands, for `--help`.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  not found: the key is missing (get)
+  2  usage: bad arguments, options or input (also an option that disagrees with the store's,
+     or a write to a store opened read-only)
+  3  damaged store: a checksum, page or log that does not hold (and `verify` finding damage)
+  4  store busy: another process has it open
+  5  permission or I/O error: the OS refused or failed a call (permissions, a full disk, EIO)
+  6  no store: nothing there, something else there, or a format this tierkv cannot read";
+
+/// A failed command: its exit code, a short kind and the message.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    kind: &'static str,
+    message: String,
+}
+
+impl Failure {
+    /// Adds `more` to the message.
+    pub fn append(&mut self, more: &str) {
+        self.message.push_str(more);
+    }
+
+    /// Bad arguments or input (exit code 2).
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure { code: 2, kind: "usage", message: message.into() }
+    }
+
+    /// An I/O error outside the engine, such as the input file of `load` (exit code 5).
+    pub fn io(message: impl Into<String>) -> Failure {
+        Failure { code: 5, kind: "io", message: message.into() }
+    }
+
+    /// An engine error, by its kind.
+    fn engine(error: tierkv::Error) -> Failure {
+        let kind = error.kind();
+        let code = match kind {
+            ErrorKind::InvalidInput | ErrorKind::ReadOnly => 2,
+            ErrorKind::Corruption => 3,
+            ErrorKind::Busy => 4,
+            ErrorKind::NoStore => 6,
+            _ => 5,
+        };
+        Failure { code, kind: kind.name(), message: error.to_string() }
+    }
+}
+
+impl From<tierkv::Error> for Failure {
+    fn from(error: tierkv::Error) -> Failure {
+        Failure::engine(error)
+    }
+}
 
 /// Where the store is and how to open it.
 #[derive(Args, Clone)]
 pub struct StoreArgs {
-    /// The store's directory (created by writes when missing).
-    #[arg(long, default_value = ".")]
+    /// The store's directory. Writes make a store there when it is missing (its parent must
+    /// exist) or empty; reads never make one.
+    #[arg(long)]
     db: PathBuf,
     #[command(flatten)]
     engine: EngineArgs,
-    /// Print JSON instead of text.
+    /// Print JSON instead of text (errors too, on stdout).
     #[arg(long)]
     json: bool,
 }
 
 impl StoreArgs {
-    fn open(&self) -> Result<Db, String> {
-        let options = self.engine.apply(Options::default());
-        Db::open(&self.db, options).map_err(|e| format!("cannot open {}: {e}", self.db.display()))
+    /// Whether output (and errors) are JSON.
+    pub fn json(&self) -> bool {
+        self.json
     }
 
-    /// Opens a store that must exist already (reads must not create one).
-    fn open_existing(&self) -> Result<Db, String> {
-        if !self.db.join("blocks").exists() {
-            return Err(format!(
-                "{} is not a tierkv store (no blocks directory)",
-                self.db.display()
-            ));
+    /// Opens the store for writing (making it where it may be made).
+    pub fn open(&self) -> Result<Db, Failure> {
+        Ok(Db::open(&self.db, self.engine.apply(Options::default()))?)
+    }
+
+    /// Opens the store read-only: it must exist, and nothing is written.
+    fn open_read_only(&self) -> Result<Db, Failure> {
+        let options = Options { read_only: true, ..self.engine.apply(Options::default()) };
+        Ok(Db::open(&self.db, options)?)
+    }
+}
+
+/// How keys (and values) are given on the command line.
+#[derive(Args, Clone, Copy)]
+pub struct KeyArgs {
+    /// Keys and values on the command line are hex (`--hex 00ff`), and values are printed
+    /// as hex.
+    #[arg(long)]
+    hex: bool,
+}
+
+impl KeyArgs {
+    fn bytes(&self, text: &str, what: &str) -> Result<Vec<u8>, Failure> {
+        match self.hex {
+            true => {
+                text::unhex(text.as_bytes()).map_err(|e| Failure::usage(format!("{what}: {e}")))
+            }
+            false => Ok(text.as_bytes().to_vec()),
         }
-        self.open()
     }
 }
 
@@ -52,32 +134,53 @@ impl StoreArgs {
 #[derive(Subcommand)]
 pub enum KvCommand {
     /// Sets a key to a value (durable on return).
+    #[command(after_help = EXIT_CODES)]
     Put {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// The key.
         key: String,
-        /// The value.
-        value: String,
+        /// The value (or read it from stdin with --stdin).
+        #[arg(required_unless_present = "stdin")]
+        value: Option<String>,
+        /// Read the value from stdin, byte for byte.
+        #[arg(long, conflicts_with = "value")]
+        stdin: bool,
     },
-    /// Prints a key's value; exit code 1 when it is missing.
+    /// Prints a key's value: escaped text by default (see `dump --help`), hex with --hex,
+    /// the bytes exactly with --raw; exit code 1 when it is missing.
+    #[command(after_help = EXIT_CODES)]
     Get {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// The key.
         key: String,
+        /// Print the value's bytes exactly, with no line feed.
+        #[arg(long, conflicts_with_all = ["hex", "json"])]
+        raw: bool,
     },
     /// Removes a key (durable on return).
+    #[command(after_help = EXIT_CODES)]
     Delete {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// The key.
         key: String,
     },
-    /// Prints entries in key order.
+    /// Prints entries in key order, one per line in a dump format (or a JSON array with
+    /// --json).
+    #[command(after_help = EXIT_CODES)]
     Scan {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        keys: KeyArgs,
         /// Only keys that start with this.
         #[arg(long, conflicts_with_all = ["from", "to"])]
         prefix: Option<String>,
@@ -93,117 +196,199 @@ pub enum KvCommand {
         /// At most this many entries.
         #[arg(long)]
         limit: Option<usize>,
+        /// The lines' format: tsv (escaped), hex or jsonl; --hex means hex.
+        #[arg(long, value_enum)]
+        format: Option<Format>,
     },
-    /// Loads entries from a file (or stdin for `-`): TSV (`key<TAB>value` per line) or JSON
-    /// lines (`{"key": "...", "value": "..."}`), in batches, with a progress bar.
+    /// Loads entries from a file (or stdin for `-`) in a dump format, in atomic batches. A
+    /// file is read through once to check every line before anything is written; from
+    /// stdin, a bad line stops the load, which says how many entries it wrote and how to
+    /// go on (--skip-lines).
+    #[command(after_help = EXIT_CODES)]
     Load {
         #[command(flatten)]
         store: StoreArgs,
         /// The input file, or `-` for stdin.
         input: PathBuf,
-        /// The input format: tsv or jsonl.
-        #[arg(long, default_value = "tsv")]
-        format: String,
+        /// The input format: tsv (escaped, as `dump` writes), hex or jsonl.
+        #[arg(long, value_enum, default_value = "tsv")]
+        format: Format,
         /// Entries per atomic batch.
         #[arg(long, default_value_t = 1000)]
         batch: usize,
+        /// Skip this many lines first (to go on after a load that stopped).
+        #[arg(long, default_value_t = 0)]
+        skip_lines: u64,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
     },
-    /// Prints every entry as TSV (or JSON lines with --json), for `load`.
+    /// Prints every entry, one per line, for `load`: `key<TAB>value` with each field
+    /// escaped (a backslash is `\\`, a tab `\t`, a line feed `\n`, a carriage return `\r`,
+    /// other control bytes and bytes that are not UTF-8 `\xNN`; UTF-8 text as it is), or
+    /// hex, or JSON lines (--json). Any bytes round-trip.
+    #[command(after_help = EXIT_CODES)]
     Dump {
         #[command(flatten)]
         store: StoreArgs,
+        /// The lines' format: tsv (escaped), hex or jsonl (--json is jsonl).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
     },
-    /// Sizes, tree height, cache hit ratio, space amplification and the log size.
+    /// Entries, sizes, tree height, cache hit ratio, space amplification and the log.
+    #[command(after_help = EXIT_CODES)]
     Stat {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Checks every block checksum and the B+tree's invariants; exit code 0 when clean, 1
-    /// when not.
+    /// Checks every block checksum and the B+tree's invariants, and counts every entry; exit
+    /// code 0 when clean, 3 when not.
+    #[command(after_help = EXIT_CODES)]
     Verify {
         #[command(flatten)]
         store: StoreArgs,
     },
     /// Moves the log's writes into the tree and truncates the log.
+    #[command(after_help = EXIT_CODES)]
     Checkpoint {
         #[command(flatten)]
         store: StoreArgs,
     },
     /// Checkpoints, then rewrites the tree with full pages.
+    #[command(after_help = EXIT_CODES)]
     Compact {
         #[command(flatten)]
         store: StoreArgs,
     },
 }
 
-/// Text for bytes: UTF-8 as is, other bytes as `\xNN`.
-fn text(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => text.to_string(),
-        Err(_) => bytes.escape_ascii().to_string(),
+impl KvCommand {
+    fn store(&self) -> &StoreArgs {
+        match self {
+            KvCommand::Put { store, .. }
+            | KvCommand::Get { store, .. }
+            | KvCommand::Delete { store, .. }
+            | KvCommand::Scan { store, .. }
+            | KvCommand::Load { store, .. }
+            | KvCommand::Dump { store, .. }
+            | KvCommand::Stat { store }
+            | KvCommand::Verify { store }
+            | KvCommand::Checkpoint { store }
+            | KvCommand::Compact { store } => store,
+        }
     }
 }
 
-/// JSON for bytes: a string when UTF-8, else an array of bytes.
-fn json_bytes(bytes: &[u8]) -> Json {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => Json::String(text.to_string()),
-        Err(_) => Json::Array(bytes.iter().map(|b| json!(b)).collect()),
-    }
-}
-
-fn fail(error: tierkv::Error) -> String {
-    error.to_string()
-}
-
-fn print_json(value: &Json) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+fn print_json(value: &Json) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::io(e.to_string()))?;
     println!("{text}");
     Ok(())
 }
 
-/// Runs a key-value subcommand.
+fn write_out(out: &mut impl Write, bytes: &[u8]) -> Result<(), Failure> {
+    out.write_all(bytes).map_err(|e| Failure::io(format!("cannot write the output: {e}")))
+}
+
+/// Runs a key-value subcommand, prints its error (as JSON with `--json`) and returns the
+/// exit code.
 pub fn run(command: KvCommand) -> Result<ExitCode, String> {
-    match command {
-        KvCommand::Put { store, key, value } => {
-            let db = store.open()?;
-            db.put(key.as_bytes(), value.as_bytes()).map_err(fail)?;
-            db.close().map_err(fail)?;
-            if store.json {
-                print_json(&json!({"put": key}))?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        KvCommand::Get { store, key } => {
-            let db = store.open_existing()?;
-            let value = db.get(key.as_bytes()).map_err(fail)?;
-            if store.json {
-                print_json(&json!({"key": key, "value": value.as_deref().map(json_bytes)}))?;
-            } else if let Some(value) = &value {
-                println!("{}", text(value));
+    let json = command.store().json;
+    match execute(command) {
+        Ok(code) => Ok(code),
+        Err(failure) => {
+            if json {
+                let error = json!({"error": {
+                    "kind": failure.kind,
+                    "exit_code": failure.code,
+                    "message": failure.message,
+                }});
+                println!("{error}");
             } else {
-                eprintln!("tierkv: {key:?} not found");
+                eprintln!("tierkv: {}", failure.message);
             }
-            Ok(if value.is_some() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(ExitCode::from(failure.code))
         }
-        KvCommand::Delete { store, key } => {
-            let db = store.open_existing()?;
-            db.delete(key.as_bytes()).map_err(fail)?;
-            db.close().map_err(fail)?;
+    }
+}
+
+fn execute(command: KvCommand) -> Result<ExitCode, Failure> {
+    match command {
+        KvCommand::Put { store, keys, key, value, stdin } => {
+            let key = keys.bytes(&key, "the key")?;
+            let value = match (value, stdin) {
+                (Some(value), _) => keys.bytes(&value, "the value")?,
+                (None, _) => {
+                    let mut value = Vec::new();
+                    std::io::stdin().read_to_end(&mut value).map_err(|e| {
+                        Failure::io(format!("cannot read the value from stdin: {e}"))
+                    })?;
+                    value
+                }
+            };
+            // Checked before the store is opened, so a refused write makes no store.
+            let mut batch = WriteBatch::new();
+            batch.put(&key, &value);
+            batch.validate()?;
+            let db = store.open()?;
+            db.write(&batch)?;
+            db.close()?;
             if store.json {
-                print_json(&json!({"deleted": key}))?;
+                print_json(&json!({"put": json_bytes(&key), "value_bytes": value.len()}))?;
             }
             Ok(ExitCode::SUCCESS)
         }
-        KvCommand::Scan { store, prefix, from, to, reverse, limit } => {
-            let db = store.open_existing()?;
+        KvCommand::Get { store, keys, key, raw } => {
+            let key = keys.bytes(&key, "the key")?;
+            tierkv::WriteBatch::new().delete(&key).validate()?;
+            let db = store.open_read_only()?;
+            let value = db.get(&key)?;
+            let mut out = std::io::stdout().lock();
+            match &value {
+                _ if store.json => {
+                    print_json(
+                        &json!({"key": json_bytes(&key), "value": value.as_deref().map(json_bytes)}),
+                    )?;
+                }
+                Some(value) if raw => write_out(&mut out, value)?,
+                Some(value) if keys.hex => {
+                    write_out(&mut out, format!("{}\n", hex::encode(value)).as_bytes())?
+                }
+                Some(value) => {
+                    write_out(&mut out, format!("{}\n", text::escape(value)).as_bytes())?
+                }
+                None => eprintln!("tierkv: {} not found", text::escape(&key)),
+            }
+            out.flush().map_err(|e| Failure::io(e.to_string()))?;
+            Ok(if value.is_some() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        KvCommand::Delete { store, keys, key } => {
+            let key = keys.bytes(&key, "the key")?;
+            let mut batch = WriteBatch::new();
+            batch.delete(&key);
+            batch.validate()?;
+            let db = store.open()?;
+            db.write(&batch)?;
+            db.close()?;
+            if store.json {
+                print_json(&json!({"deleted": json_bytes(&key)}))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        KvCommand::Scan { store, keys, prefix, from, to, reverse, limit, format } => {
+            let format = format.unwrap_or(if keys.hex { Format::Hex } else { Format::Tsv });
+            let bound = |text: &Option<String>, what| {
+                text.as_ref().map(|t| keys.bytes(t, what)).transpose()
+            };
+            let (prefix, from, to) =
+                (bound(&prefix, "--prefix")?, bound(&from, "--from")?, bound(&to, "--to")?);
+            let db = store.open_read_only()?;
             let iter = match (&prefix, reverse) {
-                (Some(prefix), false) => db.prefix(prefix.as_bytes()),
-                (Some(prefix), true) => db.prefix_back(prefix.as_bytes()),
+                (Some(prefix), false) => db.prefix(prefix),
+                (Some(prefix), true) => db.prefix_back(prefix),
                 (None, _) => {
                     use std::ops::Bound::{Excluded, Included, Unbounded};
-                    let low = from.as_ref().map_or(Unbounded, |k| Included(k.as_bytes().to_vec()));
-                    let high = to.as_ref().map_or(Unbounded, |k| Excluded(k.as_bytes().to_vec()));
+                    let low = from.map_or(Unbounded, Included);
+                    let high = to.map_or(Unbounded, Excluded);
                     if reverse {
                         db.range_back((low, high))
                     } else {
@@ -211,41 +396,47 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
                     }
                 }
             };
-            let mut out = std::io::stdout().lock();
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut entries = Vec::new();
             for entry in iter.take(limit.unwrap_or(usize::MAX)) {
-                let (key, value) = entry.map_err(fail)?;
+                let (key, value) = entry?;
                 if store.json {
                     entries.push(json!({"key": json_bytes(&key), "value": json_bytes(&value)}));
                 } else {
-                    writeln!(out, "{}\t{}", text(&key), text(&value)).map_err(|e| e.to_string())?;
+                    let line = text::encode_line(format, &key, &value);
+                    write_out(&mut out, line.as_bytes())?;
+                    write_out(&mut out, b"\n")?;
                 }
             }
+            out.flush().map_err(|e| Failure::io(e.to_string()))?;
             if store.json {
                 print_json(&Json::Array(entries))?;
             }
             Ok(ExitCode::SUCCESS)
         }
-        KvCommand::Load { store, input, format, batch } => load(&store, &input, &format, batch),
-        KvCommand::Dump { store } => {
-            let db = store.open_existing()?;
+        KvCommand::Load { store, input, format, batch, skip_lines, quiet } => {
+            crate::load::load(&store, &input, format, batch, skip_lines, quiet)
+        }
+        KvCommand::Dump { store, format } => {
+            let format = match (format, store.json) {
+                (Some(format), _) => format,
+                (None, true) => Format::Jsonl,
+                (None, false) => Format::Tsv,
+            };
+            let db = store.open_read_only()?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             for entry in db.range::<&[u8]>(..) {
-                let (key, value) = entry.map_err(fail)?;
-                let line = if store.json {
-                    json!({"key": json_bytes(&key), "value": json_bytes(&value)}).to_string()
-                } else {
-                    format!("{}\t{}", text(&key), text(&value))
-                };
-                writeln!(out, "{line}").map_err(|e| e.to_string())?;
+                let (key, value) = entry?;
+                write_out(&mut out, text::encode_line(format, &key, &value).as_bytes())?;
+                write_out(&mut out, b"\n")?;
             }
-            out.flush().map_err(|e| e.to_string())?;
+            out.flush().map_err(|e| Failure::io(e.to_string()))?;
             Ok(ExitCode::SUCCESS)
         }
         KvCommand::Stat { store } => stat(&store),
         KvCommand::Verify { store } => {
-            let db = store.open_existing()?;
-            let report = db.verify().map_err(fail)?;
+            let db = store.open_read_only()?;
+            let report = db.verify()?;
             if store.json {
                 print_json(&json!({
                     "clean": report.is_clean(),
@@ -253,6 +444,7 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
                     "leaves": report.leaves,
                     "height": report.height,
                     "entries": report.entries,
+                    "tree_entries": report.tree_entries,
                     "overflow_values": report.overflow_values,
                     "blocks": report.blocks,
                     "block_bytes": report.block_bytes,
@@ -274,13 +466,13 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
                 }
                 println!("{}", if report.is_clean() { "clean" } else { "DAMAGED" });
             }
-            Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(3) })
         }
         KvCommand::Checkpoint { store } => {
-            let db = store.open_existing()?;
-            db.checkpoint().map_err(fail)?;
-            let sequence = db.stats().map_err(fail)?.checkpoint_sequence;
-            db.close().map_err(fail)?;
+            let db = store.open()?;
+            db.checkpoint()?;
+            let sequence = db.stats()?.checkpoint_sequence;
+            db.close()?;
             if store.json {
                 print_json(&json!({"checkpoint_sequence": sequence}))?;
             } else {
@@ -289,11 +481,11 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         KvCommand::Compact { store } => {
-            let db = store.open_existing()?;
-            let before = db.verify().map_err(fail)?;
-            db.compact().map_err(fail)?;
-            let after = db.verify().map_err(fail)?;
-            db.close().map_err(fail)?;
+            let db = store.open()?;
+            let before = db.verify()?;
+            db.compact()?;
+            let after = db.verify()?;
+            db.close()?;
             if store.json {
                 print_json(&json!({"pages_before": before.pages, "pages_after": after.pages}))?;
             } else {
@@ -304,96 +496,18 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
     }
 }
 
-fn load(
-    store: &StoreArgs,
-    input: &PathBuf,
-    format: &str,
-    batch_size: usize,
-) -> Result<ExitCode, String> {
-    if !matches!(format, "tsv" | "jsonl") {
-        return Err(format!("--format must be tsv or jsonl, not {format:?}"));
-    }
-    let reader: Box<dyn BufRead> = if input.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        let file = std::fs::File::open(input)
-            .map_err(|e| format!("cannot open {}: {e}", input.display()))?;
-        Box::new(std::io::BufReader::new(file))
-    };
-    let size = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
-    let bar = if size > 0 { ProgressBar::new(size) } else { ProgressBar::new_spinner() };
-    if let Ok(style) = ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {msg} (ETA {eta})",
-    ) {
-        bar.set_style(style);
-    }
-    let db = store.open()?;
-    let mut batch = WriteBatch::new();
-    let mut loaded = 0u64;
-    for (number, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| format!("{}: line {}: {e}", input.display(), number + 1))?;
-        bar.inc(line.len() as u64 + 1);
-        if line.is_empty() {
-            continue;
-        }
-        let (key, value) = parse_line(&line, format)
-            .map_err(|e| format!("{}: line {}: {e}", input.display(), number + 1))?;
-        batch.put(key, value);
-        if batch.len() >= batch_size.max(1) {
-            db.write_with(&batch, Durability::None).map_err(fail)?;
-            loaded += batch.len() as u64;
-            batch.clear();
-            bar.set_message(format!("{loaded} entries"));
-        }
-    }
-    loaded += batch.len() as u64;
-    db.write_with(&batch, Durability::None).map_err(fail)?;
-    // One sync makes the whole load durable.
-    db.sync().map_err(fail)?;
-    db.close().map_err(fail)?;
-    bar.finish_and_clear();
-    if store.json {
-        print_json(&json!({"loaded": loaded}))?;
-    } else {
-        println!("loaded {loaded} entries");
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn parse_line(line: &str, format: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
-    if format == "tsv" {
-        let (key, value) = line.split_once('\t').ok_or("no tab between key and value")?;
-        return Ok((key.as_bytes().to_vec(), value.as_bytes().to_vec()));
-    }
-    let object: Json = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
-    let field = |name: &str| -> Result<Vec<u8>, String> {
-        match object.get(name) {
-            Some(Json::String(text)) => Ok(text.as_bytes().to_vec()),
-            Some(Json::Array(bytes)) => bytes
-                .iter()
-                .map(|b| {
-                    b.as_u64()
-                        .and_then(|b| u8::try_from(b).ok())
-                        .ok_or(format!("{name} has a non-byte"))
-                })
-                .collect(),
-            _ => Err(format!("no string {name:?} field")),
-        }
-    };
-    Ok((field("key")?, field("value")?))
-}
-
-fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
-    let db = store.open_existing()?;
-    let stats = db.stats().map_err(fail)?;
-    let report = db.verify().map_err(fail)?;
+fn stat(store: &StoreArgs) -> Result<ExitCode, Failure> {
+    let db = store.open_read_only()?;
+    let stats = db.stats()?;
+    let report = db.verify()?;
     // The tier (volatile, empty when the store opens) as the verify's reads left it.
-    let tier = db.stats().map_err(fail)?.tier;
+    let tier = db.stats()?.tier;
     let logical = report.key_bytes + report.value_bytes;
-    let disk = stats.blocks.file_bytes + stats.log_file_bytes;
-    let amplification = (logical > 0).then(|| disk as f64 / logical as f64);
-    // Files are preallocated in large chunks; the live figure counts only the blocks in use.
-    let live = (logical > 0).then(|| stats.blocks.live_bytes as f64 / logical as f64);
+    // What the data takes: the blocks in use and the log's records not yet checkpointed.
+    // The files hold more: segments are preallocated for the writes to come.
+    let live = stats.blocks.live_bytes + stats.log_live_bytes;
+    let files = stats.blocks.file_bytes + stats.log_file_bytes;
+    let amplification = (logical > 0).then(|| live as f64 / logical as f64);
     let lookups = stats.cache.hits + stats.cache.misses;
     let hit_ratio = (lookups > 0).then(|| stats.cache.hits as f64 / lookups as f64);
     if store.json {
@@ -405,11 +519,14 @@ fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
             "tree_height": stats.tree_height,
             "pages": report.pages,
             "leaves": report.leaves,
+            "tree_entries": report.tree_entries,
             "block_file_bytes": stats.blocks.file_bytes,
             "block_live_bytes": stats.blocks.live_bytes,
             "log_file_bytes": stats.log_file_bytes,
+            "log_live_bytes": stats.log_live_bytes,
+            "file_bytes": files,
+            "live_bytes": live,
             "space_amplification": amplification,
-            "space_amplification_live": live,
             "memtable_bytes": stats.memtable_bytes,
             "sequence": stats.sequence,
             "checkpoint_sequence": stats.checkpoint_sequence,
@@ -422,7 +539,10 @@ fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
         }))?;
     } else {
         let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
-        println!("entries            {}", report.entries);
+        println!(
+            "entries            {} ({} in the tree, the rest in the log since the last checkpoint)",
+            report.entries, report.tree_entries
+        );
         println!(
             "user data          {:.2} MiB ({} key bytes, {} value bytes)",
             mib(logical),
@@ -434,21 +554,25 @@ fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
             stats.tree_height, report.pages, report.leaves
         );
         println!(
-            "block files        {:.2} MiB ({:.2} MiB live)",
+            "block files        {:.2} MiB ({:.2} MiB of blocks in use)",
             mib(stats.blocks.file_bytes),
             mib(stats.blocks.live_bytes)
         );
         println!(
-            "log                {:.2} MiB; records up to {} ({} in the tree)",
+            "log                {:.2} MiB ({:.2} MiB of records since the last checkpoint); \
+             records up to {} ({} in the tree)",
             mib(stats.log_file_bytes),
+            mib(stats.log_live_bytes),
             stats.sequence,
             stats.checkpoint_sequence
         );
-        match (amplification, live) {
-            (Some(a), Some(l)) => println!(
-                "space amplification {a:.2} (block and log files / user data; files grow in large chunks), {l:.2} (live blocks / user data)"
+        match amplification {
+            Some(a) => println!(
+                "space amplification {a:.2} (blocks in use and log records / user data; the \
+                 files, {:.2} MiB, are preallocated ahead of writes)",
+                mib(files)
             ),
-            _ => println!("space amplification - (no data)"),
+            None => println!("space amplification - (no data)"),
         }
         match hit_ratio {
             Some(h) => println!(
@@ -463,6 +587,57 @@ fn stat(store: &StoreArgs) -> Result<ExitCode, String> {
             println!("{tier}");
         }
     }
-    db.close().map_err(fail)?;
+    db.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The lines of `reader`, each without its line feed (a carriage return stays: it is a
+/// byte of the line), numbered from 1, after skipping `skip`.
+pub(crate) fn lines(
+    mut reader: impl BufRead,
+    mut on_line: impl FnMut(u64, &[u8]) -> Result<bool, Failure>,
+) -> Result<(), Failure> {
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| Failure::io(format!("line {}: cannot read: {e}", number + 1)))?;
+        if read == 0 {
+            return Ok(());
+        }
+        number += 1;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        if !on_line(number, &line)? {
+            return Ok(());
+        }
+    }
+}
+
+/// Opens `input` (`-`: stdin) for reading, with its size when it is a file.
+pub(crate) fn open_input(input: &PathBuf) -> Result<(Box<dyn BufRead>, Option<u64>), Failure> {
+    if input.as_os_str() == "-" {
+        return Ok((Box::new(std::io::BufReader::new(std::io::stdin())), None));
+    }
+    let file = std::fs::File::open(input)
+        .map_err(|e| Failure::io(format!("cannot open {}: {e}", input.display())))?;
+    let size = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    Ok((Box::new(std::io::BufReader::new(file)), size))
+}
+
+/// A progress bar over `total` bytes (a spinner without), hidden when `quiet`.
+pub(crate) fn progress(total: Option<u64>, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = total.map_or_else(ProgressBar::new_spinner, ProgressBar::new);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {msg} (ETA {eta})",
+    ) {
+        bar.set_style(style);
+    }
+    bar
 }

@@ -32,6 +32,8 @@ struct Cli {
 mod allocator;
 mod engine_args;
 mod kv;
+mod load;
+mod text;
 mod tier;
 mod torture;
 mod ycsb;

@@ -87,9 +87,11 @@ impl WorkloadArgs {
             format!("--large-value-bytes={}", self.large_value_bytes),
             format!("--cache-mib={}", e.cache_mib),
             format!("--read-method={}", e.read_method.name()),
-            format!("--log-backend={}", e.log_backend.name()),
             format!("--compression={}", e.compression.name()),
         ];
+        if let Some(backend) = e.log_backend {
+            args.push(format!("--log-backend={}", backend.name()));
+        }
         if let Some(log_dir) = &e.log_dir {
             args.push(format!("--log-dir={}", log_dir.display()));
         }
@@ -166,7 +168,7 @@ fn crash(args: CrashArgs) -> Result<ExitCode, String> {
         "{} (reads {}, log {} in {})",
         args.path.display(),
         options.read_method.name(),
-        options.log_backend.name(),
+        options.backend().name(),
         options.log_dir.as_ref().map_or("the store".into(), |d| d.display().to_string())
     );
     let mut report = TortureReport {

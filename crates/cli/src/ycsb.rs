@@ -407,7 +407,9 @@ fn ycsb_engine(
             let mut settings = format!(
                 "cache_size {mib} MiB (page cache and memtables), read method {:?}, log {:?}, \
                  compression {:?}",
-                options.read_method, options.log_backend, options.compression
+                options.read_method,
+                options.backend(),
+                options.compression
             );
             if let Some(tier) = tier {
                 let bypass = if tier.overhead_bypass {

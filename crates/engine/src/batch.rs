@@ -77,8 +77,14 @@ impl WriteBatch {
         self.ops.iter().map(|(key, value)| (key.as_slice(), value.as_deref()))
     }
 
-    /// Checks every key and value against the limits.
-    pub(crate) fn validate(&self) -> Result<(), Error> {
+    /// Checks every key and value against the limits, as a write of the batch would, so
+    /// that a caller can refuse input before it opens or changes anything.
+    ///
+    /// # Errors
+    ///
+    /// `Error::EmptyKey`, `Error::KeyTooLarge`, `Error::ValueTooLarge` or
+    /// `Error::BatchTooLarge`, for the first operation over a limit.
+    pub fn validate(&self) -> Result<(), Error> {
         for (key, value) in self.ops() {
             check_key(key)?;
             if let Some(value) = value {

@@ -50,20 +50,21 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tierkv_blockstore::{LogStore, StoreOptions, StoreStats};
+use tierkv_blockstore::StoreStats;
 use tierkv_io::{FileLock, Storage};
 use tierkv_tiercache::TierStats;
-use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalOptions, WalStats};
+use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalStats};
 
 use crate::batch::{WriteBatch, BATCH_RECORD};
 use crate::block_pages::{BlockPages, Pages};
-use crate::cache::{CacheStats, PageCache};
+use crate::cache::CacheStats;
 use crate::memtable::Memtable;
 use crate::meta::{Meta, FIRST_PAGE};
 use crate::page::{shortest_separator, InternalPage, LeafPage, OverflowRef, Page, Value};
 use crate::tree::{Change, PageSource, PageStore, Tree};
 use crate::{Error, Options, Result};
 
+mod open;
 mod snapshot;
 mod verify;
 
@@ -95,7 +96,8 @@ struct Inner {
     options: Options,
     dir: PathBuf,
     pages: Pages,
-    wal: Wal,
+    /// The log, for appends; `None` when the store was opened read-only.
+    wal: Option<Wal>,
     current: RwLock<Arc<Version>>,
     /// Writers share it from their log append to their memtable insert; a freeze takes it
     /// alone, so that every write up to the freeze point is in the frozen memtable.
@@ -116,8 +118,9 @@ struct Inner {
     /// What the page cache's budget leaves the memtables now (`Options::memtable_reserve`).
     memtable_reserve: AtomicUsize,
     counters: Counters,
-    /// The store's `LOCK` file, held while the store is open.
-    _lock: FileLock,
+    /// The store's `LOCK` file, held while the store is open (shared when read-only; none
+    /// for a read-only copy that has no lock file).
+    _lock: Option<FileLock>,
     /// Last, so that it drops after everything above has been freed.
     _release: ReleaseOnDrop,
 }
@@ -309,8 +312,11 @@ pub struct Stats {
     pub blocks_reclaimed: u64,
     /// Blocks retired and not yet deleted (kept for snapshots).
     pub blocks_retired: usize,
-    /// Bytes of the log's live segment files.
+    /// Bytes of the log's live segment files (preallocated: most may be zeros).
     pub log_file_bytes: u64,
+    /// Bytes of the log's records since the last checkpoint began (what the log holds that
+    /// the tree may not).
+    pub log_live_bytes: u64,
     /// The log's counters.
     pub log: WalStats,
     /// The block store's counters (sizes, bytes written, cleaning).
@@ -327,148 +333,7 @@ impl Db {
 
     /// Opens the store in `dir` on `storage` (the simulated file system in crash tests).
     pub fn open_on(storage: &Storage, dir: impl AsRef<Path>, options: Options) -> Result<Db> {
-        options.validate()?;
-        let dir = dir.as_ref().to_path_buf();
-        if !storage.exists(&dir)? {
-            storage.create_dir_all(&dir)?;
-            // CRASH: the directory's entry in its parent is durable only once the parent is
-            // synced; without it a crash could lose the whole store.
-            if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-                storage.sync_dir(parent)?;
-            }
-        } else if !storage.is_dir(&dir)? {
-            return Err(Error::NotADirectory { path: dir });
-        }
-        // One open handle per store: a second, in this process or another, would replay and
-        // checkpoint the same log and blocks. The lock holds until `Inner` drops.
-        let lock =
-            storage.lock_file(dir.join(LOCK_FILE), options.file_mode).map_err(
-                |error| match error {
-                    tierkv_io::Error::Locked { .. } => Error::AlreadyOpen { dir: dir.clone() },
-                    other => Error::from(other),
-                },
-            )?;
-        let store_options = StoreOptions {
-            read_method: options.read_method,
-            codec: options.compression,
-            segment_bytes: options.block_segment_bytes,
-            file_mode: options.file_mode,
-            tier: options.tier.clone(),
-            ..StoreOptions::default()
-        };
-        let blocks = LogStore::open(storage, dir.join("blocks"), store_options)?;
-        let page_cache = options.page_cache_bytes();
-        let shards = (page_cache / (4 << 20)).clamp(1, 64);
-        let pages = Pages::new(Arc::new(blocks), PageCache::new(page_cache, shards));
-        let (meta, reclaim_now) = match pages.read_meta()? {
-            Some(meta) => {
-                let mut reclaim: Vec<u64> = (meta.orphans_from..meta.next_page).collect();
-                if let Some(list) = meta.free_list {
-                    reclaim.extend(decode_ids(&pages.read_overflow(&list)?)?);
-                    reclaim.extend(list.first..list.first + u64::from(list.blocks));
-                }
-                (meta, reclaim)
-            }
-            None => (create_tree(&pages, options.max_page_bytes)?, Vec::new()),
-        };
-        let tree = Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
-
-        let memtable = Memtable::with_capacity(options.memtable_max_bytes());
-        let mut replay_error = None;
-        let mut replayed_bytes = 0u64;
-        let wal_options = WalOptions {
-            backend: options.log_backend,
-            segment_bytes: options.log_segment_bytes,
-            file_mode: options.file_mode,
-            ..WalOptions::default()
-        };
-        let log_dir = options.log_dir.clone().unwrap_or_else(|| dir.join("log"));
-        let recovered = Wal::open(storage, &log_dir, wal_options, |record| {
-            if record.lsn.0 <= meta.sequence || replay_error.is_some() {
-                return;
-            }
-            if record.kind != batch_record() {
-                replay_error =
-                    Some(format!("log record {} has type {}", record.lsn, record.kind.get()));
-                return;
-            }
-            match WriteBatch::decode(record.payload) {
-                Ok(batch) => {
-                    for (key, value) in batch.ops() {
-                        memtable.insert(key, record.lsn.0, value);
-                    }
-                    replayed_bytes += record.payload.len() as u64;
-                }
-                Err(detail) => replay_error = Some(format!("log record {}: {detail}", record.lsn)),
-            }
-        })?;
-        if let Some(detail) = replay_error {
-            return Err(Error::Corruption(detail));
-        }
-        let wal = recovered.wal;
-        let last = wal.next_lsn().0 - 1;
-        if last < meta.sequence {
-            // Appending would reuse record numbers the checkpoint already covers, and the
-            // next recovery would skip those writes: refuse, and say where the log ends.
-            let why = match &recovered.report.stop {
-                Some(stop) => format!(
-                    "its recovery stopped at {} offset {} ({})",
-                    stop.file.display(),
-                    stop.offset,
-                    stop.reason
-                ),
-                None => match &recovered.report.end {
-                    Some((file, offset)) => format!(
-                        "its last record ends at {} offset {offset}: the log was cut short \
-                         there, or it is not this store's log",
-                        file.display()
-                    ),
-                    None => "it is empty: it was lost, or it is not this store's log".into(),
-                },
-            };
-            return Err(Error::Corruption(format!(
-                "the log in {} ends at record {last}, but the checkpoint covers records up to \
-                 {}: {why}",
-                log_dir.display(),
-                meta.sequence
-            )));
-        }
-        // The page cache was made with its least budget; it gets what the memtable leaves.
-        let (replayed_memtable_bytes, options_memtable_max) =
-            (memtable.bytes(), options.memtable_max_bytes());
-        let version =
-            Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
-        let state =
-            Checkpointer { meta, retired: VecDeque::new(), reclaim_now, last: Instant::now() };
-        let summary = state.summary();
-        let inner = Arc::new(Inner {
-            options,
-            dir,
-            pages,
-            wal,
-            current: RwLock::new(Arc::new(version)),
-            switch: RwLock::new(()),
-            visible: Visibility::new(last),
-            checkpointer: Mutex::new(state),
-            summary: Mutex::new(summary),
-            trigger: Mutex::new(Trigger { running: true, ..Trigger::default() }),
-            trigger_cv: Condvar::new(),
-            failure: Mutex::new(None),
-            failed: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            log_bytes: AtomicU64::new(replayed_bytes),
-            memtable_reserve: AtomicUsize::new(options_memtable_max),
-            counters: Counters::default(),
-            _lock: lock,
-            _release: ReleaseOnDrop,
-        });
-        inner.rebudget(replayed_memtable_bytes);
-        let background = Arc::clone(&inner);
-        let checkpointer = std::thread::Builder::new()
-            .name("tierkv-checkpoint".into())
-            .spawn(move || background.checkpoint_loop())
-            .map_err(|error| Error::Thread(error.to_string()))?;
-        Ok(Db { inner, checkpointer: Some(checkpointer) })
+        open::open(storage, dir.as_ref(), options)
     }
 
     /// The value of `key`.
@@ -531,7 +396,7 @@ impl Db {
     /// Makes every write made so far durable (those with `Buffered` or `None` too).
     pub fn sync(&self) -> Result<()> {
         self.inner.check_open()?;
-        self.inner.wal.sync().map_err(|error| self.inner.fail(error.into()))
+        self.inner.log()?.sync().map_err(|error| self.inner.fail(error.into()))
     }
 
     /// Moves the memtable into the tree now and truncates the log behind it.
@@ -545,11 +410,27 @@ impl Db {
     }
 
     /// Checks every page of the tree (decoding, key order and bounds, leaf depth, sizes,
-    /// overflow values) and every block's checksum. Problems are listed in the report, not
-    /// returned as errors; an error means the check itself could not run.
+    /// overflow values) and every block's checksum, and counts the entries a reader sees
+    /// (the tree's and the writes since the last checkpoint). Problems are listed in the
+    /// report, not returned as errors; an error means the check itself could not run.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.inner.check_open()?;
-        self.inner.verify()
+        let snapshot = self.snapshot();
+        let mut report = self.inner.verify(&snapshot.version)?;
+        for entry in snapshot.range::<&[u8]>(..) {
+            match entry {
+                Ok((key, value)) => {
+                    report.entries += 1;
+                    report.key_bytes += key.len() as u64;
+                    report.value_bytes += value.len() as u64;
+                }
+                Err(error) => {
+                    report.problems.push(format!("a scan of every entry stopped: {error}"));
+                    break;
+                }
+            }
+        }
+        Ok(report)
     }
 
     /// Checkpoints, then rewrites the tree with full pages, so that space left by splits
@@ -565,14 +446,14 @@ impl Db {
 
     /// Takes a last checkpoint (so the next open replays nothing), syncs and closes.
     pub fn close(mut self) -> Result<()> {
-        let result = if self.inner.failed.load(Ordering::Acquire) {
+        let result = if self.inner.failed.load(Ordering::Acquire) || self.inner.wal.is_none() {
             Ok(())
         } else {
             self.inner.checkpoint_on_thread()
         };
         self.shutdown();
         let blocks = self.inner.pages.blocks().close().map_err(Error::from);
-        let log = self.inner.wal.sync().map_err(Error::from);
+        let log = self.inner.wal.as_ref().map_or(Ok(()), |wal| wal.sync().map_err(Error::from));
         result.and(log).and(blocks)
     }
 
@@ -596,7 +477,9 @@ impl Drop for Db {
     fn drop(&mut self) {
         if self.checkpointer.is_some() {
             self.shutdown();
-            let _ = self.inner.wal.sync();
+            if let Some(wal) = &self.inner.wal {
+                let _ = wal.sync();
+            }
         }
     }
 }
@@ -641,11 +524,19 @@ impl Inner {
 
     fn check_writable(&self) -> Result<()> {
         self.check_open()?;
+        if self.wal.is_none() {
+            return Err(Error::ReadOnly { path: self.dir.clone() });
+        }
         if self.failed.load(Ordering::Acquire) {
             let cause = lock(&self.failure).clone().unwrap_or_default();
             return Err(Error::Poisoned { cause });
         }
         Ok(())
+    }
+
+    /// The log, for appends and syncs; `Error::ReadOnly` when the store was opened read-only.
+    fn log(&self) -> Result<&Wal> {
+        self.wal.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })
     }
 
     /// Poisons the store with `error` (writes fail until reopen) and returns it.
@@ -687,7 +578,7 @@ impl Inner {
         let lsn = {
             let _switch = read(&self.switch);
             let lsn = self
-                .wal
+                .log()?
                 .append(batch_record(), &payload, logged)
                 .map_err(|error| self.fail(error.into()))?;
             let memtable = Arc::clone(&read(&self.current).mutable);
@@ -697,7 +588,7 @@ impl Inner {
             lsn
         };
         if durability == Durability::Sync {
-            self.wal.sync_to(lsn).map_err(|error| self.fail(error.into()))?;
+            self.log()?.sync_to(lsn).map_err(|error| self.fail(error.into()))?;
         }
         self.visible.publish(lsn.0);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
@@ -892,7 +783,7 @@ impl Inner {
                 return Ok(());
             }
             let frozen = Arc::clone(&current.mutable);
-            let sequence = self.wal.next_lsn().0 - 1;
+            let sequence = self.log()?.next_lsn().0 - 1;
             *current = Arc::new(Version {
                 mutable: Arc::new(Memtable::with_capacity(self.options.memtable_max_bytes())),
                 frozen: Some(Arc::clone(&frozen)),
@@ -904,7 +795,7 @@ impl Inner {
         };
         // CRASH: the meta record below claims every record up to `sequence`; they must be
         // durable in the log first, or a crash could leave the log behind the tree.
-        self.wal.sync_to(Lsn(sequence))?;
+        self.log()?.sync_to(Lsn(sequence))?;
         if !self.visible.wait(sequence, &self.failed) {
             return Err(self.check_writable().err().unwrap_or(Error::Closed));
         }
@@ -916,7 +807,7 @@ impl Inner {
         // Changes go to the tree a chunk at a time, each leaf rewritten once per chunk. A
         // change dirties at most one leaf (and the pages above it), so a chunk of this many
         // dirties at most an eighth of the dirty budget before the check below.
-        let chunk_len = (dirty_budget / 8 / (2 * self.options.max_page_bytes)).clamp(16, 4096);
+        let chunk_len = (dirty_budget / 8 / (2 * self.options.page_bytes())).clamp(16, 4096);
         let mut latest = frozen.latest();
         let mut chunk: Vec<Change> = Vec::with_capacity(chunk_len);
         let mut freed: Vec<OverflowRef> = Vec::new();
@@ -953,7 +844,7 @@ impl Inner {
         }
         self.finish(cp, session, tree, sequence)?;
         self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-        self.wal.truncate_below(Lsn(sequence + 1))?;
+        self.log()?.truncate_below(Lsn(sequence + 1))?;
         Ok(())
     }
 
@@ -1129,9 +1020,8 @@ impl Inner {
         Ok(())
     }
 
-    /// Checks the tree and every block (see `VerifyReport`).
-    fn verify(&self) -> Result<VerifyReport> {
-        let version = Arc::clone(&read(&self.current));
+    /// Checks the tree of `version` and every block (see `VerifyReport`).
+    fn verify(&self, version: &Version) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
         let mut walk = Walk { pages: &self.pages, report: &mut report, seen: Default::default() };
         walk.page(version.tree.root, None, None, 1, version.tree.max_page_bytes);
@@ -1170,8 +1060,9 @@ impl Inner {
             pages_written: count(&counters.pages_written),
             blocks_reclaimed: count(&counters.blocks_reclaimed),
             blocks_retired: summary.blocks_retired,
-            log_file_bytes: self.wal.file_bytes(),
-            log: self.wal.stats(),
+            log_file_bytes: self.wal.as_ref().map_or(0, Wal::file_bytes),
+            log_live_bytes: self.log_bytes.load(Ordering::Relaxed),
+            log: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
             blocks: self.pages.blocks().stats(),
             tier: self.pages.blocks().tier_stats(),
         })

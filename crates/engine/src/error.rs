@@ -90,6 +90,79 @@ pub enum Error {
         dir: std::path::PathBuf,
     },
 
+    /// No store is there, and the open may not create one (read-only, or
+    /// `create_if_missing` off), or the path cannot hold one.
+    #[error("no tierkv store at {}: {detail}", path.display())]
+    NotFound {
+        /// The store's directory.
+        path: std::path::PathBuf,
+        /// What is missing.
+        detail: String,
+    },
+
+    /// The directory holds something other than a tierkv store.
+    #[error("{} is not a tierkv store: {reason}", path.display())]
+    NotAStore {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// What is there instead.
+        reason: String,
+    },
+
+    /// The store was written by a newer tierkv, in a format this one does not read.
+    #[error(
+        "{} was written in format version {found}; this tierkv reads versions up to \
+         {supported}: open it with a newer tierkv",
+        path.display()
+    )]
+    NewerFormat {
+        /// The identity file.
+        path: std::path::PathBuf,
+        /// The version found.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+
+    /// A backup that did not finish: its copy is incomplete and never opens.
+    #[error(
+        "{} is a backup that did not finish (killed or failed while copying); remove it and \
+         take the backup again",
+        path.display()
+    )]
+    IncompleteBackup {
+        /// The backup's directory.
+        path: std::path::PathBuf,
+    },
+
+    /// `error_if_exists` was set and a store is there.
+    #[error("a tierkv store already exists at {}", path.display())]
+    AlreadyExists {
+        /// The store's directory.
+        path: std::path::PathBuf,
+    },
+
+    /// An option disagrees with what the store was made with.
+    #[error(
+        "{option} is {given}, but the store was made with {stored}; leave the option out to \
+         use the store's, or give the same"
+    )]
+    OptionMismatch {
+        /// The option's name.
+        option: &'static str,
+        /// What the store has.
+        stored: String,
+        /// What the open asked for.
+        given: String,
+    },
+
+    /// A write, checkpoint or compaction of a store opened read-only.
+    #[error("the store at {} was opened read-only", path.display())]
+    ReadOnly {
+        /// The store's directory.
+        path: std::path::PathBuf,
+    },
+
     /// The checkpoint thread could not be started.
     #[error("cannot start the checkpoint thread: {0}")]
     Thread(String),
@@ -97,6 +170,104 @@ pub enum Error {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+}
+
+/// What kind of failure an `Error` is, for callers that act on it rather than print it
+/// (the `tierkv` tool's exit codes come from it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Bad input: options, keys, values, batches, or options that disagree with the store's.
+    InvalidInput,
+    /// No store where one was asked for, something else there, or a store this build cannot
+    /// open (a newer format, an unfinished backup).
+    NoStore,
+    /// The store is open in another handle or process.
+    Busy,
+    /// Damaged files: a checksum, a page, a log that ends before the checkpoint.
+    Corruption,
+    /// The operating system refused or failed a call (permissions, a full disk, an I/O
+    /// error), or the store refuses writes after such a failure until it is reopened.
+    Io,
+    /// A write to a store opened read-only.
+    ReadOnly,
+    /// The store was closed.
+    Closed,
+}
+
+impl ErrorKind {
+    /// A short name: `invalid-input`, `no-store`, `busy`, `corruption`, `io`, `read-only`,
+    /// `closed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidInput => "invalid-input",
+            ErrorKind::NoStore => "no-store",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Corruption => "corruption",
+            ErrorKind::Io => "io",
+            ErrorKind::ReadOnly => "read-only",
+            ErrorKind::Closed => "closed",
+        }
+    }
+}
+
+impl Error {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Log(error) => wal_kind(error),
+            Error::Blocks(error) => block_kind(error),
+            Error::Pages(PagesError::Block { source, .. }) => block_kind(source),
+            Error::Pages(_) | Error::Corruption(_) => ErrorKind::Corruption,
+            Error::Io(error) => io_kind(error),
+            Error::InvalidOptions(_)
+            | Error::EmptyKey
+            | Error::KeyTooLarge { .. }
+            | Error::ValueTooLarge { .. }
+            | Error::BatchTooLarge { .. }
+            | Error::OptionMismatch { .. } => ErrorKind::InvalidInput,
+            Error::Poisoned { .. } | Error::Thread(_) => ErrorKind::Io,
+            Error::NotADirectory { .. }
+            | Error::NotFound { .. }
+            | Error::NotAStore { .. }
+            | Error::NewerFormat { .. }
+            | Error::IncompleteBackup { .. }
+            | Error::AlreadyExists { .. } => ErrorKind::NoStore,
+            Error::AlreadyOpen { .. } => ErrorKind::Busy,
+            Error::ReadOnly { .. } => ErrorKind::ReadOnly,
+            Error::Closed => ErrorKind::Closed,
+        }
+    }
+}
+
+fn io_kind(error: &tierkv_io::Error) -> ErrorKind {
+    match error {
+        tierkv_io::Error::Locked { .. } => ErrorKind::Busy,
+        _ => ErrorKind::Io,
+    }
+}
+
+fn wal_kind(error: &WalError) -> ErrorKind {
+    match error {
+        WalError::Io(error) => io_kind(error),
+        WalError::Corruption { .. } => ErrorKind::Corruption,
+        WalError::RecordTooLarge { .. } | WalError::InvalidOptions(_) => ErrorKind::InvalidInput,
+        WalError::Closed { .. } => ErrorKind::Closed,
+        _ => ErrorKind::Io,
+    }
+}
+
+fn block_kind(error: &BlockError) -> ErrorKind {
+    match error {
+        BlockError::Io(error) => io_kind(error),
+        BlockError::Corruption { .. } => ErrorKind::Corruption,
+        BlockError::BlockTooLarge { .. }
+        | BlockError::InvalidGroup(_)
+        | BlockError::InvalidOptions(_) => ErrorKind::InvalidInput,
+        BlockError::ReadOnly { .. } => ErrorKind::ReadOnly,
+        BlockError::Closed { .. } => ErrorKind::Closed,
+        _ => ErrorKind::Io,
+    }
 }
 
 /// The result of an engine operation.

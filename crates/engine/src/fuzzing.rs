@@ -161,7 +161,7 @@ fn base_store() -> &'static BaseStore {
 pub fn store_options() -> Options {
     Options {
         cache_size: 1 << 20,
-        max_page_bytes: 1024,
+        max_page_bytes: Some(1024),
         log_segment_bytes: 32 << 10,
         block_segment_bytes: 64 << 10,
         durability: Durability::None,

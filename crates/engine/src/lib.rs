@@ -56,6 +56,7 @@ mod db;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+mod identity;
 pub mod memtable;
 pub mod meta;
 mod options;
@@ -64,8 +65,9 @@ pub mod tree;
 
 pub use batch::{WriteBatch, MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use db::{Db, Iter, Snapshot, Stats, VerifyReport};
-pub use error::{Error, Result};
-pub use options::{Options, MAX_PAGE_BYTES, MIN_PAGE_BYTES};
+pub use error::{Error, ErrorKind, Result};
+pub use identity::{FORMAT_VERSION, IDENTITY_FILE};
+pub use options::{Options, DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, MIN_PAGE_BYTES};
 pub use tierkv_blockstore::Codec;
 pub use tierkv_io::AccessMethod;
 pub use tierkv_tiercache::{RegionBacking, SlowTier, TierOptions, TierStats};

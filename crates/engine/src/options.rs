@@ -30,25 +30,30 @@ pub struct Options {
     /// twice this, which comes out of `cache_size`. Default (`None`): an eighth of
     /// `cache_size`, from 64 KiB to 64 MiB.
     pub write_buffer_size: Option<usize>,
-    /// Pages larger than this split. Default 8 KiB. Values over a quarter of it are kept in
-    /// overflow blocks.
-    pub max_page_bytes: usize,
+    /// Pages larger than this split; values over a quarter of it are kept in overflow
+    /// blocks. A store keeps the size it was made with: `None` takes it (8 KiB for a new
+    /// store), and a different size is refused with `Error::OptionMismatch`.
+    pub max_page_bytes: Option<usize>,
     /// How `put`, `delete` and `write` make a write durable. Default `Sync`: durable on
     /// return.
     pub durability: Durability,
-    /// Where the log goes (for example a DAX or `/dev/shm` mount). Default: `log` inside
-    /// the store's directory.
+    /// Where the log goes (for example a DAX or `/dev/shm` mount). A store remembers where
+    /// it was made to put its log: `None` finds it there (`log` inside the store's directory
+    /// by default), and another place is refused with `Error::OptionMismatch`.
     pub log_dir: Option<PathBuf>,
     /// How the log makes appends durable: `File` (fdatasync, group commit) or `Pmem`
-    /// (cache-line flushes and a fence on a mapping, seed 001). Default `File`.
-    pub log_backend: Backend,
-    /// Bytes of each log segment. Default 64 MiB.
+    /// (cache-line flushes and a fence on a mapping, seed 001). Remembered like `log_dir`:
+    /// `None` takes the store's (`File` for a new store).
+    pub log_backend: Option<Backend>,
+    /// The largest log segment: segments are preallocated and zero-filled, and sized by
+    /// the write rate from 512 KiB up to this. Default 64 MiB.
     pub log_segment_bytes: u64,
     /// How pages are read: `Syscall`, `Direct` (O_DIRECT) or `Mmap`. Default `Syscall`.
     pub read_method: AccessMethod,
     /// How pages are compressed on disk. Default `None`.
     pub compression: Codec,
-    /// Bytes of each block-store segment file. Default 16 MiB.
+    /// The largest block-store segment file: segments are zero-filled at creation and sized
+    /// by the write rate from 1 MiB up to this. Default 16 MiB.
     pub block_segment_bytes: u64,
     /// A checkpoint starts once this many bytes were logged since the last. Default 64 MiB.
     pub checkpoint_log_bytes: u64,
@@ -60,6 +65,17 @@ pub struct Options {
     /// page cache are looked up there before the block files, and pages read or written may
     /// be admitted. Its memory is in addition to `cache_size`. Default none.
     pub tier: Option<TierOptions>,
+    /// Open without writing anything: no file is created, changed, synced or removed, the
+    /// log since the last checkpoint is replayed into memory, and writes, checkpoints and
+    /// compactions fail with `Error::ReadOnly`. Works on files the process cannot write.
+    /// Any number of read-only handles may hold a store at once (a shared lock), but not
+    /// beside a handle that writes (`Error::AlreadyOpen` either way). Default false.
+    pub read_only: bool,
+    /// Make a new store when the directory is missing (its parent must exist) or empty.
+    /// Default true.
+    pub create_if_missing: bool,
+    /// Refuse to open a store that exists already (`Error::AlreadyExists`). Default false.
+    pub error_if_exists: bool,
 }
 
 impl Default for Options {
@@ -67,10 +83,10 @@ impl Default for Options {
         Options {
             cache_size: 256 << 20,
             write_buffer_size: None,
-            max_page_bytes: 8 << 10,
+            max_page_bytes: None,
             durability: Durability::Sync,
             log_dir: None,
-            log_backend: Backend::File,
+            log_backend: None,
             log_segment_bytes: 64 << 20,
             read_method: AccessMethod::Syscall,
             compression: Codec::None,
@@ -79,9 +95,15 @@ impl Default for Options {
             checkpoint_interval: Duration::from_secs(60),
             file_mode: tierkv_io::DEFAULT_FILE_MODE,
             tier: None,
+            read_only: false,
+            create_if_missing: true,
+            error_if_exists: false,
         }
     }
 }
+
+/// The page size of a new store when `max_page_bytes` is `None`.
+pub const DEFAULT_PAGE_BYTES: usize = 8 << 10;
 
 /// The smallest `write_buffer_size`.
 const MIN_WRITE_BUFFER: usize = 64 << 10;
@@ -98,24 +120,27 @@ pub const MAX_PAGE_BYTES: usize = 1 << 20;
 impl Options {
     pub(crate) fn validate(&self) -> Result<(), Error> {
         let invalid = |detail: String| Err(Error::InvalidOptions(detail));
-        if !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&self.max_page_bytes) {
+        if !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&self.page_bytes()) {
             return invalid(format!(
                 "max_page_bytes is {}; it must lie in {MIN_PAGE_BYTES}..={MAX_PAGE_BYTES}",
-                self.max_page_bytes
+                self.page_bytes()
             ));
+        }
+        if self.read_only && self.error_if_exists {
+            return invalid("read_only with error_if_exists can never open a store".into());
         }
         if let Some(size) = self.write_buffer_size {
             if size < MIN_WRITE_BUFFER {
                 return invalid(format!("write_buffer_size {size} is under the minimum of 64 KiB"));
             }
         }
-        if self.page_cache_bytes() < 16 * self.max_page_bytes {
+        if self.page_cache_bytes() < 16 * self.page_bytes() {
             return invalid(format!(
                 "cache_size {} leaves {} bytes for pages after the memtables (twice \
                  write_buffer_size); it must leave at least 16 pages of {} bytes",
                 self.cache_size,
                 self.page_cache_bytes(),
-                self.max_page_bytes
+                self.page_bytes()
             ));
         }
         if self.checkpoint_log_bytes == 0 {
@@ -150,6 +175,16 @@ impl Options {
             }
         }
         Ok(())
+    }
+
+    /// The page size: `max_page_bytes`, or the default.
+    pub fn page_bytes(&self) -> usize {
+        self.max_page_bytes.unwrap_or(DEFAULT_PAGE_BYTES)
+    }
+
+    /// The log's backend: `log_backend`, or the default.
+    pub fn backend(&self) -> Backend {
+        self.log_backend.unwrap_or(Backend::File)
     }
 
     /// Bytes of the memtable at which a checkpoint starts (`write_buffer_size`, or its
@@ -193,7 +228,7 @@ impl Options {
 
     /// Values longer than this go to overflow blocks.
     pub(crate) fn max_inline_value(&self) -> usize {
-        self.max_page_bytes / 4
+        self.page_bytes() / 4
     }
 }
 

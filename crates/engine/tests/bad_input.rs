@@ -70,7 +70,7 @@ fn invalid_options_are_refused_before_anything_is_made() {
     let storage = Storage::Sim(fs.clone());
     let cases = [
         Options { cache_size: 1024, ..options() },
-        Options { max_page_bytes: 100, ..options() },
+        Options { max_page_bytes: Some(100), ..options() },
         Options { write_buffer_size: Some(10), ..options() },
         Options { log_segment_bytes: 1000, ..options() },
         Options { block_segment_bytes: 12345, ..options() },

@@ -11,7 +11,7 @@ fn a_data_set_ten_times_the_cache_works_within_the_budget() {
     let options = Options {
         cache_size: 1 << 20,
         write_buffer_size: Some(256 << 10),
-        max_page_bytes: 4096,
+        max_page_bytes: Some(4096),
         durability: Durability::None,
         ..Options::default()
     };

@@ -10,7 +10,7 @@ fn options() -> Options {
     Options {
         cache_size: 1 << 20,
         write_buffer_size: Some(256 << 10),
-        max_page_bytes: 2048,
+        max_page_bytes: Some(2048),
         log_segment_bytes: 1 << 20,
         block_segment_bytes: 1 << 20,
         durability: Durability::Sync,

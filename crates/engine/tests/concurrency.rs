@@ -27,7 +27,7 @@ fn options() -> Options {
     Options {
         cache_size: (256 + 512) << 10,
         write_buffer_size: Some(256 << 10),
-        max_page_bytes: 2048,
+        max_page_bytes: Some(2048),
         durability: Durability::Buffered,
         log_segment_bytes: 1 << 20,
         block_segment_bytes: 1 << 20,

@@ -19,7 +19,7 @@ use tierkv_io::{OpenOptions, Storage};
 fn options(read_method: AccessMethod) -> Options {
     Options {
         cache_size: 2 << 20,
-        max_page_bytes: 4096,
+        max_page_bytes: Some(4096),
         log_segment_bytes: 64 << 10,
         block_segment_bytes: 64 << 10,
         durability: Durability::None,

@@ -24,7 +24,7 @@ fn options() -> Options {
     Options {
         cache_size: (32 + 128) << 10,
         write_buffer_size: Some(64 << 10),
-        max_page_bytes: 1024,
+        max_page_bytes: Some(1024),
         log_segment_bytes: 64 << 10,
         block_segment_bytes: 64 << 10,
         ..Options::default()

@@ -89,7 +89,7 @@ fn options() -> Options {
     Options {
         cache_size: (64 + 128) << 10,
         write_buffer_size: Some(64 << 10),
-        max_page_bytes: 1024,
+        max_page_bytes: Some(1024),
         // The simulated file system makes every write durable at its sync; `None` keeps the
         // test fast, and reopen comes after a drop, which syncs the log.
         durability: Durability::None,

@@ -21,7 +21,7 @@ fn options() -> Options {
     Options {
         cache_size: 1 << 20,
         write_buffer_size: Some(128 << 10),
-        max_page_bytes: 2048,
+        max_page_bytes: Some(2048),
         // Small segments, so that the workload rolls the log and fills block segments.
         log_segment_bytes: 32 << 10,
         block_segment_bytes: 64 << 10,

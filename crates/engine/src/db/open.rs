@@ -1,0 +1,487 @@
+//! Opening a store: what the directory holds, making a new store, checking the options
+//! against the ones the store was made with, and recovery (the meta block's tree, then the
+//! log's records after it replayed into the memtable).
+//!
+//! A directory is one of: missing (a store may be made there if its parent exists), empty
+//! (a store may be made in it), a store (its identity file `TIERKV` says so, see
+//! `identity.rs`), or something else, which is refused and never written to.
+//!
+//! Making a store: the directory (if missing), the `LOCK`, the identity file in the
+//! *creating* state, the block store with an empty tree, the log, then the identity file
+//! again as *ready*. A failure on the way removes everything it made; a crash leaves the
+//! *creating* state, which the next writable open clears and makes again (no write was
+//! acknowledged before *ready*).
+//!
+//! Recovery reads the log read-only first: its records go into the memtable, and a log
+//! that ends before the checkpoint is refused before anything is written. Only then does a
+//! writable open open the log for appends (repairing a torn tail, preparing a segment).
+//!
+//! Must never: write anything in a read-only open; create a store where the options say
+//! not to, or in a directory that holds other files; leave files behind after a failed open
+//! that it made.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Instant;
+
+use tierkv_blockstore::{LogStore, StoreOptions};
+use tierkv_io::{FileLock, Storage};
+use tierkv_wal::{RecoveryReport, Wal, WalOptions};
+
+use super::{
+    batch_record, create_tree, decode_ids, Checkpointer, Counters, Db, Epoch, Inner, ReleaseOnDrop,
+    Trigger, Version, Visibility, LOCK_FILE,
+};
+use crate::batch::WriteBatch;
+use crate::block_pages::Pages;
+use crate::cache::PageCache;
+use crate::identity::{self, Identity, StoreState, BLOCKS_DIR, IDENTITY_FILE};
+use crate::memtable::Memtable;
+use crate::tree::Tree;
+use crate::{Error, Options, Result};
+
+/// What a store's directory holds.
+enum Found {
+    /// No store: one may be made there. `exists`: the directory is there (and empty).
+    Nothing { exists: bool },
+    /// A store, as its identity file describes it.
+    Store(Identity),
+}
+
+/// Opens (or makes) the store in `dir` (see the module header).
+pub(super) fn open(storage: &Storage, dir: &Path, options: Options) -> Result<Db> {
+    options.validate()?;
+    match inspect(storage, dir, &options)? {
+        Found::Store(identity) => {
+            let options = resolve(options, &identity, dir)?;
+            options.validate()?;
+            let lock = lock(storage, dir, &options)?;
+            start(storage, dir, options, lock, false)
+        }
+        Found::Nothing { exists } => create(storage, dir, options, exists),
+    }
+}
+
+/// What `dir` holds, and whether the options let the open go on.
+fn inspect(storage: &Storage, dir: &Path, options: &Options) -> Result<Found> {
+    let may_create = options.create_if_missing && !options.read_only;
+    let refuse_nothing = |detail: &str| Error::NotFound {
+        path: dir.to_path_buf(),
+        detail: match options.read_only {
+            true => format!("{detail}, and a read-only open makes none"),
+            false => format!("{detail}, and create_if_missing is off"),
+        },
+    };
+    if !storage.exists(dir)? {
+        if !may_create {
+            return Err(refuse_nothing("nothing is there"));
+        }
+        let parent = dir.parent().filter(|parent| !parent.as_os_str().is_empty());
+        if let Some(parent) = parent {
+            if !storage.is_dir(parent)? {
+                return Err(Error::NotFound {
+                    path: dir.to_path_buf(),
+                    detail: format!(
+                        "its parent {} is not a directory; tierkv makes the store's directory, \
+                         never its parents",
+                        parent.display()
+                    ),
+                });
+            }
+        }
+        return Ok(Found::Nothing { exists: false });
+    }
+    if !storage.is_dir(dir)? {
+        return Err(Error::NotADirectory { path: dir.to_path_buf() });
+    }
+    let entries = storage.list_dir(dir)?;
+    if entries.iter().any(|name| name == IDENTITY_FILE) {
+        let Some(found) = Identity::read(storage, dir)? else {
+            return Err(Error::Corruption(format!("{} vanished while opening", IDENTITY_FILE)));
+        };
+        return match found.state {
+            StoreState::BackupInProgress => {
+                Err(Error::IncompleteBackup { path: dir.to_path_buf() })
+            }
+            StoreState::Creating if options.read_only => Err(Error::NotFound {
+                path: dir.to_path_buf(),
+                detail: "the store's creation did not finish; a writable open makes it again"
+                    .into(),
+            }),
+            StoreState::Creating => {
+                // CRASH: nothing was acknowledged before the store was ready: start over.
+                remove_made(storage, dir, false, &found)?;
+                Ok(Found::Nothing { exists: true })
+            }
+            StoreState::Ready if options.error_if_exists => {
+                Err(Error::AlreadyExists { path: dir.to_path_buf() })
+            }
+            StoreState::Ready => Ok(Found::Store(found)),
+        };
+    }
+    // A lock file, or an identity file that never got its name, is all an interrupted
+    // creation can leave before its identity file.
+    let foreign: Vec<&String> =
+        entries.iter().filter(|name| !matches!(name.as_str(), LOCK_FILE | "TIERKV.tmp")).collect();
+    if foreign.is_empty() {
+        if !may_create {
+            return Err(refuse_nothing("the directory is empty"));
+        }
+        return Ok(Found::Nothing { exists: true });
+    }
+    let reason = if foreign.iter().any(|name| name.as_str() == BLOCKS_DIR) {
+        format!(
+            "it holds a {BLOCKS_DIR} directory but no {IDENTITY_FILE} file (a store made before \
+             format version {}, or a damaged one; `tierkv salvage` copies what it holds into a \
+             new store)",
+            identity::FORMAT_VERSION
+        )
+    } else {
+        let shown: Vec<&str> = foreign.iter().take(5).map(|name| name.as_str()).collect();
+        let more = foreign.len().saturating_sub(shown.len());
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        format!(
+            "it holds files tierkv did not make ({}{more}); a store goes in a new or empty \
+             directory",
+            shown.join(", ")
+        )
+    };
+    Err(Error::NotAStore { path: dir.to_path_buf(), reason })
+}
+
+/// `options` with the store's settings filled in, or the first that disagrees.
+fn resolve(mut options: Options, identity: &Identity, dir: &Path) -> Result<Options> {
+    let stored_page = identity.page_bytes as usize;
+    if let Some(given) = options.max_page_bytes.filter(|&given| given != stored_page) {
+        return Err(Error::OptionMismatch {
+            option: "max_page_bytes",
+            stored: stored_page.to_string(),
+            given: given.to_string(),
+        });
+    }
+    options.max_page_bytes = Some(stored_page);
+    if let Some(given) = options.log_backend.filter(|&given| given != identity.log_backend) {
+        return Err(Error::OptionMismatch {
+            option: "log_backend",
+            stored: identity.log_backend.to_string(),
+            given: given.to_string(),
+        });
+    }
+    options.log_backend = Some(identity.log_backend);
+    let given = options.log_dir.as_deref().map(|given| outside_log_dir(given, dir)).transpose()?;
+    if let Some(given) = given.filter(|given| *given != identity.log_dir) {
+        let show = |place: &Option<PathBuf>| match place {
+            Some(path) => path.display().to_string(),
+            None => "`log` inside the store".into(),
+        };
+        return Err(Error::OptionMismatch {
+            option: "log_dir",
+            stored: show(&identity.log_dir),
+            given: show(&given),
+        });
+    }
+    options.log_dir = Some(identity.log_dir_in(dir));
+    Ok(options)
+}
+
+/// Where a log directory lies, as the identity file records it: `None` for `log` inside
+/// the store, else the absolute path.
+fn outside_log_dir(log_dir: &Path, dir: &Path) -> Result<Option<PathBuf>> {
+    let absolute = |path: &Path| {
+        std::path::absolute(path)
+            .map_err(|error| Error::InvalidOptions(format!("log_dir {}: {error}", path.display())))
+    };
+    let log_dir = absolute(log_dir)?;
+    let inside = absolute(&dir.join(identity::LOG_DIR))?;
+    Ok((log_dir != inside).then_some(log_dir))
+}
+
+/// Takes the store's lock: exclusive to write, shared to read. A read-only open of a store
+/// with no lock file (a copy) reads without a lock, since it can make none.
+fn lock(storage: &Storage, dir: &Path, options: &Options) -> Result<Option<FileLock>> {
+    let path = dir.join(LOCK_FILE);
+    let held = match options.read_only {
+        false => storage.lock_file(&path, options.file_mode).map(Some),
+        true => match storage.lock_file_shared(&path) {
+            Err(tierkv_io::Error::NotFound { .. }) => Ok(None),
+            other => other.map(Some),
+        },
+    };
+    held.map_err(|error| match error {
+        tierkv_io::Error::Locked { .. } => Error::AlreadyOpen { dir: dir.to_path_buf() },
+        other => Error::from(other),
+    })
+}
+
+/// Makes a new store in `dir` (missing, or empty when `exists`) and opens it; on failure
+/// removes what it made.
+fn create(storage: &Storage, dir: &Path, options: Options, exists: bool) -> Result<Db> {
+    let log_outside =
+        options.log_dir.as_deref().map(|log| outside_log_dir(log, dir)).transpose()?;
+    let identity = Identity {
+        state: StoreState::Creating,
+        page_bytes: options.page_bytes() as u32,
+        log_backend: options.backend(),
+        log_dir: log_outside.flatten(),
+        source_sequence: 0,
+    };
+    // The log of a new store starts empty: a log directory elsewhere that holds anything
+    // would be replayed into it.
+    if let Some(log_dir) = &identity.log_dir {
+        if storage.exists(log_dir)? && !storage.list_dir(log_dir)?.is_empty() {
+            return Err(Error::InvalidOptions(format!(
+                "log_dir {} is not empty; a new store's log goes in a new or empty directory",
+                log_dir.display()
+            )));
+        }
+    }
+    let log_existed = match &identity.log_dir {
+        Some(log_dir) => storage.exists(log_dir)?,
+        None => false,
+    };
+    if !exists {
+        storage.create_dir_all(dir)?;
+        // CRASH: the directory's entry in its parent is durable only once the parent is
+        // synced; without it a crash could lose the whole store.
+        if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            storage.sync_dir(parent)?;
+        }
+    }
+    let options = Options { log_dir: Some(identity.log_dir_in(dir)), ..options };
+    let made = (|| {
+        let lock = lock(storage, dir, &options)?;
+        // CRASH: from here until the identity says ready, a crash leaves a store that the
+        // next open makes again.
+        identity.write(storage, dir, options.file_mode)?;
+        let db = start(storage, dir, options.clone(), lock, true)?;
+        let ready = Identity { state: StoreState::Ready, ..identity.clone() };
+        ready.write(storage, dir, options.file_mode)?;
+        Ok(db)
+    })();
+    if made.is_err() {
+        // Best effort: what stays behind is an empty store the next open makes again.
+        let _ = remove_made(storage, dir, !exists, &identity);
+        if let Some(log_dir) = identity.log_dir.as_deref().filter(|_| !log_existed) {
+            let _ = storage.remove_dir(log_dir);
+        }
+    }
+    made
+}
+
+/// Removes what making a store puts in `dir` (and in its log directory elsewhere), and
+/// `dir` itself when `whole`.
+fn remove_made(storage: &Storage, dir: &Path, whole: bool, identity: &Identity) -> Result<()> {
+    if let Some(log_dir) = &identity.log_dir {
+        if storage.exists(log_dir)? {
+            for name in storage.list_dir(log_dir)? {
+                remove_tree(storage, &log_dir.join(name))?;
+            }
+            storage.sync_dir(log_dir)?;
+        }
+    }
+    for name in storage.list_dir(dir)? {
+        if identity::is_store_entry(&name) {
+            remove_tree(storage, &dir.join(name))?;
+        }
+    }
+    storage.sync_dir(dir)?;
+    if whole {
+        storage.remove_dir(dir)?;
+        if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+            storage.sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a file, or a directory and everything under it (bounded by the tree's depth).
+fn remove_tree(storage: &Storage, path: &Path) -> Result<()> {
+    if !storage.is_dir(path)? {
+        return Ok(storage.remove_file(path)?);
+    }
+    for name in storage.list_dir(path)? {
+        remove_tree(storage, &path.join(name))?;
+    }
+    Ok(storage.remove_dir(path)?)
+}
+
+/// Opens the store's parts: the block store, the tree (made when `fresh`), the log's
+/// records replayed into the memtable, the log for appends and the checkpoint thread
+/// (unless read-only). `options` carry the store's own settings.
+fn start(
+    storage: &Storage,
+    dir: &Path,
+    options: Options,
+    lock: Option<FileLock>,
+    fresh: bool,
+) -> Result<Db> {
+    let read_only = options.read_only;
+    let log_dir = options.log_dir.clone().unwrap_or_else(|| dir.join(identity::LOG_DIR));
+    assert!(!(fresh && read_only), "a read-only open makes no store");
+    let blocks_dir = dir.join(BLOCKS_DIR);
+    if !fresh && !storage.is_dir(&blocks_dir)? {
+        return Err(Error::Corruption(format!(
+            "the store has no {BLOCKS_DIR} directory ({} is missing)",
+            blocks_dir.display()
+        )));
+    }
+    let store_options = StoreOptions {
+        read_method: options.read_method,
+        codec: options.compression,
+        segment_bytes: options.block_segment_bytes,
+        file_mode: options.file_mode,
+        tier: options.tier.clone(),
+        read_only,
+        ..StoreOptions::default()
+    };
+    let blocks = LogStore::open(storage, &blocks_dir, store_options)?;
+    let page_cache = options.page_cache_bytes();
+    let shards = (page_cache / (4 << 20)).clamp(1, 64);
+    let pages = Pages::new(Arc::new(blocks), PageCache::new(page_cache, shards));
+    let (meta, reclaim_now) = match pages.read_meta()? {
+        Some(meta) => {
+            let mut reclaim: Vec<u64> = (meta.orphans_from..meta.next_page).collect();
+            if let Some(list) = meta.free_list {
+                reclaim.extend(decode_ids(&pages.read_overflow(&list)?)?);
+                reclaim.extend(list.first..list.first + u64::from(list.blocks));
+            }
+            (meta, reclaim)
+        }
+        None if fresh => (create_tree(&pages, options.page_bytes())?, Vec::new()),
+        None => {
+            return Err(Error::Corruption(format!(
+                "the block store in {} holds no meta block",
+                blocks_dir.display()
+            )))
+        }
+    };
+    let tree = Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
+
+    let memtable = Memtable::with_capacity(options.memtable_max_bytes());
+    let mut replay_error = None;
+    let mut replayed_bytes = 0u64;
+    let wal_options = WalOptions {
+        backend: options.backend(),
+        segment_bytes: options.log_segment_bytes,
+        file_mode: options.file_mode,
+        ..WalOptions::default()
+    };
+    let report = Wal::read_only(storage, &log_dir, &wal_options, |record| {
+        if record.lsn.0 <= meta.sequence || replay_error.is_some() {
+            return;
+        }
+        if record.kind != batch_record() {
+            replay_error =
+                Some(format!("log record {} has type {}", record.lsn, record.kind.get()));
+            return;
+        }
+        match WriteBatch::decode(record.payload) {
+            Ok(batch) => {
+                for (key, value) in batch.ops() {
+                    memtable.insert(key, record.lsn.0, value);
+                }
+                replayed_bytes += record.payload.len() as u64;
+            }
+            Err(detail) => replay_error = Some(format!("log record {}: {detail}", record.lsn)),
+        }
+    })?;
+    if let Some(detail) = replay_error {
+        return Err(Error::Corruption(detail));
+    }
+    let last = report.lsn_range.map_or(0, |(_, last)| last.0);
+    check_log_covers(&report, last, meta.sequence, &log_dir)?;
+    let wal = match read_only {
+        true => None,
+        false => {
+            // The records were replayed above; this pass finds where appends resume and
+            // repairs a torn tail. It must find the same records.
+            let mut records = 0u64;
+            let recovered = Wal::open(storage, &log_dir, wal_options, |_| records += 1)?;
+            if records != report.records || recovered.wal.next_lsn().0 != last + 1 {
+                return Err(Error::Corruption(format!(
+                    "the log in {} changed while it was opened ({} records, then {records})",
+                    log_dir.display(),
+                    report.records
+                )));
+            }
+            Some(recovered.wal)
+        }
+    };
+    // The page cache was made with its least budget; it gets what the memtable leaves.
+    let (replayed_memtable_bytes, memtable_max) = (memtable.bytes(), options.memtable_max_bytes());
+    let version =
+        Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
+    let state = Checkpointer { meta, retired: VecDeque::new(), reclaim_now, last: Instant::now() };
+    let summary = state.summary();
+    let inner = Arc::new(Inner {
+        options,
+        dir: dir.to_path_buf(),
+        pages,
+        wal,
+        current: RwLock::new(Arc::new(version)),
+        switch: RwLock::new(()),
+        visible: Visibility::new(last),
+        checkpointer: Mutex::new(state),
+        summary: Mutex::new(summary),
+        trigger: Mutex::new(Trigger { running: !read_only, ..Trigger::default() }),
+        trigger_cv: Condvar::new(),
+        failure: Mutex::new(None),
+        failed: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
+        log_bytes: AtomicU64::new(replayed_bytes),
+        memtable_reserve: AtomicUsize::new(memtable_max),
+        counters: Counters::default(),
+        _lock: lock,
+        _release: ReleaseOnDrop,
+    });
+    inner.rebudget(replayed_memtable_bytes);
+    let checkpointer = match read_only {
+        true => None,
+        false => {
+            let background = Arc::clone(&inner);
+            let thread = std::thread::Builder::new()
+                .name("tierkv-checkpoint".into())
+                .spawn(move || background.checkpoint_loop())
+                .map_err(|error| Error::Thread(error.to_string()))?;
+            Some(thread)
+        }
+    };
+    Ok(Db { inner, checkpointer })
+}
+
+/// Refuses a log that ends before the checkpoint, saying where it ends: appending would
+/// reuse record numbers the checkpoint covers, and the next recovery would skip those
+/// writes.
+fn check_log_covers(
+    report: &RecoveryReport,
+    last: u64,
+    sequence: u64,
+    log_dir: &Path,
+) -> Result<()> {
+    if last >= sequence {
+        return Ok(());
+    }
+    let why = match &report.stop {
+        Some(stop) => format!(
+            "its recovery stopped at {} offset {} ({})",
+            stop.file.display(),
+            stop.offset,
+            stop.reason
+        ),
+        None => match &report.end {
+            Some((file, offset)) => format!(
+                "its last record ends at {} offset {offset}: the log was cut short there, or \
+                 it is not this store's log",
+                file.display()
+            ),
+            None => "it is empty: it was lost, or it is not this store's log".into(),
+        },
+    };
+    Err(Error::Corruption(format!(
+        "the log in {} ends at record {last}, but the checkpoint covers records up to \
+         {sequence}: {why}",
+        log_dir.display()
+    )))
+}

@@ -230,7 +230,7 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
         KvCommand::Dump { store } => {
             let db = store.open_existing()?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            for entry in db.range::<&[u8]>(..) {
+            for entry in db.range(..) {
                 let (key, value) = entry.map_err(fail)?;
                 let line = if store.json {
                     json!({"key": json_bytes(&key), "value": json_bytes(&value)}).to_string()

@@ -107,10 +107,10 @@ fn collect(
 
 fn check_snapshot(snapshot: &Snapshot, model: &Model) -> Result<(), TestCaseError> {
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
-    prop_assert_eq!(&collect(snapshot.range::<&[u8]>(..)), &want);
+    prop_assert_eq!(&collect(snapshot.range(..)), &want);
     let mut back = want.clone();
     back.reverse();
-    prop_assert_eq!(collect(snapshot.range_back::<&[u8]>(..)), back);
+    prop_assert_eq!(collect(snapshot.range_back(..)), back);
     for (key, value) in model.iter().take(20) {
         prop_assert_eq!(snapshot.get(key).expect("get"), Some(value.clone()));
     }

@@ -7,8 +7,9 @@
 //!
 //! An `Iter` has two ends consuming one range. What neither end has loaded yet is the keys
 //! from `low` to `high`; each end loads chunks from its side of that into its own buffer,
-//! so the two buffers never share a key. Once nothing is left between them, an end whose
-//! buffer is empty takes from the far side of the other end's buffer.
+//! so the two buffers never share a key. Once nothing is left between them, the two
+//! buffers become one, which both ends take from, and `low` and `high` mark how far each
+//! end has gone, for a seek.
 //!
 //! Must never: return a version newer than the snapshot's sequence, or an entry a newer
 //! version in another source hides; return a key twice, or a key outside the range, from
@@ -204,17 +205,16 @@ pub struct Iter {
     /// The bounds it was made with, inclusive and exclusive: `seek` stays within them.
     start: Vec<u8>,
     end: Option<Vec<u8>>,
-    /// What neither end has loaded: keys from `low` (inclusive) to `high` (exclusive),
-    /// unless `exhausted` says nothing is left.
+    /// Until `exhausted`: what neither end has loaded, the keys from `low` (inclusive) to
+    /// `high` (exclusive). Once `exhausted`: the front end has returned or passed every key
+    /// below `low`, the back end every key from `high` on, and `front` holds the rest.
     low: Vec<u8>,
     high: Option<Vec<u8>>,
-    /// The end that found nothing left between them. Where the ends stand then: the front
-    /// has loaded every key below `high` when it was the front, the back every key from
-    /// `low` on when it was the back.
-    exhausted: Option<End>,
-    /// Loaded by the front end, ascending: all below `low`.
+    /// Nothing is left to load; `back` is empty and `front` holds what is left.
+    exhausted: bool,
+    /// Loaded by the front end and not returned, ascending: all below `low`.
     front: VecDeque<(Vec<u8>, Value)>,
-    /// Loaded by the back end, descending: all at or above `high`.
+    /// Loaded by the back end and not returned, descending: all at or above `high`.
     back: VecDeque<(Vec<u8>, Value)>,
     /// Entries each end takes from each source at its next refill.
     front_chunk: usize,
@@ -239,7 +239,7 @@ enum Candidate {
 
 impl Iter {
     fn new(snapshot: Snapshot, bounds: KeyBounds, reversed: bool) -> Iter {
-        let exhausted = range::is_empty(&bounds).then_some(End::Front);
+        let exhausted = range::is_empty(&bounds);
         let (start, end) = bounds;
         Iter {
             snapshot,
@@ -291,41 +291,15 @@ impl Iter {
         }
     }
 
-    /// Keys at and above this one are the back end's: loaded by it, returned, or passed
-    /// by a seek (`None`: none are).
-    fn back_frontier(&self) -> Option<Vec<u8>> {
-        match self.exhausted {
-            Some(End::Back) => Some(self.low.clone()),
-            _ => self.high.clone(),
-        }
-    }
-
-    /// Keys below this one are the front end's (`None`: all are).
-    fn front_frontier(&self) -> Option<Vec<u8>> {
-        match self.exhausted {
-            Some(End::Front) => self.high.clone(),
-            _ => Some(self.low.clone()),
-        }
-    }
-
     /// Puts the front end at the first key at or after `key` (and the range's start).
     fn seek_front(&mut self, key: &[u8]) {
         let target = key.max(self.start.as_slice()).to_vec();
-        let back_frontier = self.back_frontier();
-        self.front.clear();
-        self.front_chunk = ITER_CHUNK_FIRST;
-        // What the back end loaded below the target is passed over.
-        while self.back.back().is_some_and(|(k, _)| *k < target) {
-            self.back.pop_back();
-        }
-        self.low = target;
-        self.high = back_frontier;
-        self.exhausted = match &self.high {
-            // Nothing left between the ends; both stand at the target.
-            Some(high) if *high <= self.low => Some(End::Back),
-            _ => None,
+        // Where the back end stands: every key from here on it returned.
+        let back_done = match (self.exhausted, self.back.front()) {
+            (false, Some((largest, _))) => Some(successor(largest)),
+            _ => self.high.clone(),
         };
-        debug_assert!(self.back.iter().all(|(k, _)| *k >= self.low));
+        self.restart(target, back_done);
     }
 
     /// Puts the back end at the last key at or before `key` (and below the range's end).
@@ -334,28 +308,52 @@ impl Iter {
         if let Some(end) = self.end.as_ref().filter(|end| **end < target) {
             target.clone_from(end);
         }
-        let front_frontier = self.front_frontier();
+        // Where the front end stands: every key below it, it returned.
+        let front_done = match (self.exhausted, self.front.front()) {
+            (false, Some((smallest, _))) => smallest.clone(),
+            _ => self.low.clone(),
+        };
+        self.restart(front_done, Some(target));
+    }
+
+    /// Forgets what was loaded: what is left is the keys from `low` to `high`, loaded
+    /// again as the ends ask.
+    fn restart(&mut self, low: Vec<u8>, high: Option<Vec<u8>>) {
+        self.front.clear();
         self.back.clear();
+        self.front_chunk = ITER_CHUNK_FIRST;
         self.back_chunk = ITER_CHUNK_FIRST;
-        // What the front end loaded at or above the target is passed over.
-        while self.front.back().is_some_and(|(k, _)| *k >= target) {
-            self.front.pop_back();
+        self.exhausted = high.as_ref().is_some_and(|high| *high <= low);
+        self.low = low;
+        self.high = high;
+        debug_assert!(self.start <= self.low || self.exhausted);
+        debug_assert!(self.end.is_none() || self.high.is_some());
+    }
+
+    /// Nothing is left to load: the two buffers become one (`front`, ascending), and `low`
+    /// and `high` mark where the ends stand.
+    fn settle(&mut self) {
+        let front_done = self.front.front().map_or_else(|| self.low.clone(), |(k, _)| k.clone());
+        let back_done = match self.back.front() {
+            Some((largest, _)) => Some(successor(largest)),
+            None => self.high.clone(),
+        };
+        // Every key in `back` is above every key in `front`.
+        debug_assert!(match (self.front.back(), self.back.back()) {
+            (Some((a, _)), Some((b, _))) => a < b,
+            _ => true,
+        });
+        while let Some(entry) = self.back.pop_back() {
+            self.front.push_back(entry);
         }
-        match front_frontier {
-            Some(frontier) if frontier < target => {
-                self.low = frontier;
-                self.exhausted = None;
-            }
-            // Nothing left between the ends; both stand at the target.
-            _ => self.exhausted = Some(End::Front),
-        }
-        self.high = Some(target);
-        debug_assert!(self.front.iter().all(|(k, _)| Some(k) < self.high.as_ref()));
+        self.low = front_done;
+        self.high = back_done;
+        self.exhausted = true;
     }
 
     /// The next entry of `end`, its value not yet read (an overflow value stays a
-    /// reference): its own buffer, refilled from what is left, and once nothing is, the far
-    /// side of the other end's buffer.
+    /// reference): from its own buffer, refilled from what is left, and once nothing is,
+    /// from its side of the one buffer the ends share.
     fn take(&mut self, end: End) -> Option<Result<(Vec<u8>, Value)>> {
         if self.failed {
             return None;
@@ -363,8 +361,21 @@ impl Iter {
         if let Err(error) = self.snapshot.inner.check_open() {
             return Some(Err(self.fail(error)));
         }
-        // Bounded: each refill either moves `low` or `high` past the keys it loaded, or
-        // marks the range exhausted.
+        if self.exhausted {
+            return match end {
+                End::Front => {
+                    let entry = self.front.pop_front()?;
+                    self.low = successor(&entry.0);
+                    Some(Ok(entry))
+                }
+                End::Back => {
+                    let entry = self.front.pop_back()?;
+                    self.high = Some(entry.0.clone());
+                    Some(Ok(entry))
+                }
+            };
+        }
+        // Bounded: each refill moves `low` or `high` past the keys it loaded, or settles.
         loop {
             let entry = match end {
                 End::Front => self.front.pop_front(),
@@ -373,15 +384,11 @@ impl Iter {
             if let Some(entry) = entry {
                 return Some(Ok(entry));
             }
-            if self.exhausted.is_some() {
-                let entry = match end {
-                    End::Front => self.back.pop_back(),
-                    End::Back => self.front.pop_back(),
-                };
-                return entry.map(Ok);
-            }
             if let Err(error) = self.refill(end) {
                 return Some(Err(self.fail(error)));
+            }
+            if self.exhausted {
+                return self.take(end);
             }
         }
     }
@@ -398,7 +405,7 @@ impl Iter {
         }
     }
 
-    /// The next key, ascending, without reading its value.
+    /// The key `next` would return next, without reading its value.
     pub(super) fn next_key(&mut self) -> Option<Result<Vec<u8>>> {
         let end = if self.reversed { End::Back } else { End::Front };
         Some(self.take(end)?.map(|(key, _)| key))
@@ -415,7 +422,7 @@ impl Iter {
     /// Takes the next chunk of `end`'s side of what is left from every source, and keeps
     /// what is certain: the keys up to the nearest point where some source may have more.
     fn refill(&mut self, end: End) -> Result<()> {
-        debug_assert!(self.exhausted.is_none(), "a refill of an exhausted range");
+        debug_assert!(!self.exhausted, "a refill of an exhausted range");
         let snapshot = &self.snapshot;
         let version = &*snapshot.version;
         let backward = end == End::Back;
@@ -524,22 +531,14 @@ impl Iter {
         assert!(buffer.range(loaded_before..).all(|(key, _)| {
             key.as_slice() >= low && high.is_none_or(|high| key.as_slice() < high)
         }));
-        match horizon {
-            None => self.exhausted = Some(end),
-            Some(h) => {
-                match end {
-                    End::Front => self.low = successor(&h),
-                    End::Back => self.high = Some(h),
-                }
-                if self.high.as_ref().is_some_and(|high| *high <= self.low) {
-                    self.exhausted = Some(end);
-                }
-            }
+        match (horizon, end) {
+            (None, _) => self.settle(),
+            (Some(h), End::Front) => self.low = successor(&h),
+            (Some(h), End::Back) => self.high = Some(h),
         }
-        debug_assert!(self
-            .front
-            .back()
-            .is_none_or(|(k, _)| { self.exhausted == Some(End::Front) || *k < self.low }));
+        if !self.exhausted && self.high.as_ref().is_some_and(|high| *high <= self.low) {
+            self.settle();
+        }
         Ok(())
     }
 }

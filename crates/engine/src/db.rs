@@ -65,6 +65,8 @@ use crate::tree::{Change, PageSource, PageStore, Tree};
 use crate::{Error, Options, Result};
 
 mod snapshot;
+#[cfg(test)]
+mod tests;
 mod verify;
 
 pub use snapshot::{Iter, Snapshot};
@@ -684,19 +686,22 @@ impl Db {
     /// (remove such a range in parts); the errors of [`Iter`] while it reads the keys; and
     /// those of [`write`](Self::write).
     pub fn delete_range(&self, range: impl KeyRange) -> Result<u64> {
+        self.delete_range_within(range, MAX_BATCH_BYTES)
+    }
+
+    /// `delete_range`, refusing a batch over `max_bytes` (tests lower it).
+    fn delete_range_within(&self, range: impl KeyRange, max_bytes: usize) -> Result<u64> {
         let mut keys = self.snapshot().range(range);
         let mut batch = WriteBatch::new();
         // Bounded by the range and, before that, by `MAX_BATCH_BYTES`.
         while let Some(key) = keys.next_key() {
             batch.delete(key?);
-            if batch.record_bytes() > MAX_BATCH_BYTES {
-                return Err(Error::BatchTooLarge {
-                    len: batch.record_bytes(),
-                    max: MAX_BATCH_BYTES,
-                });
+            if batch.record_bytes() > max_bytes {
+                return Err(Error::BatchTooLarge { len: batch.record_bytes(), max: max_bytes });
             }
         }
         drop(keys);
+        assert!(batch.record_bytes() <= max_bytes && batch.ops().all(|(_, value)| value.is_none()));
         self.write(&batch)?;
         Ok(batch.len() as u64)
     }

@@ -37,6 +37,11 @@
 //! number are replayed into the memtable. A failed write, sync or checkpoint poisons the
 //! store: writes fail until it is reopened.
 //!
+//! **Close** (`close(&self)`, so any holder of a shared store may close it; or the drop):
+//! a last checkpoint (not on drop), then the checkpoint thread stops, later calls fail with
+//! `Closed`, the block store and the log close, and only then the `LOCK` file goes, so a
+//! new open never meets this one's threads or unsynced writes.
+//!
 //! Must never: acknowledge a `Sync` write before the log made it durable; let the meta
 //! record cover a sequence number the log has not made durable; delete a block a live
 //! snapshot can reach; let a reader see part of a batch.
@@ -889,10 +894,10 @@ impl Db {
     /// [`Error::Closed`] or an error of the closed block store; their acknowledged writes
     /// are in the log, for the next open to replay.
     ///
-    /// The files stay locked until the `Db` and every snapshot and iterator of it are
-    /// dropped. Dropping a `Db` without closing it is safe too: it stops the checkpoint
-    /// thread and syncs the log, and the next open replays the log since the last
-    /// checkpoint.
+    /// Once it returns, the store's files are free: `Db::open` may open them again, though
+    /// this `Db` (an `Arc` of it elsewhere, a snapshot, an iterator) still lives. Dropping
+    /// a `Db` without closing it is safe too: it does the same but the checkpoint, and the
+    /// next open replays the log since the last checkpoint.
     ///
     /// ```
     /// # fn main() -> tierkv::Result<()> {
@@ -905,6 +910,8 @@ impl Db {
     /// db.close()?;
     /// assert!(matches!(db.get("a"), Err(tierkv::Error::Closed)));
     /// db.close()?; // closed already: nothing to do
+    /// let reopened = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// assert_eq!(reopened.get("a")?, Some(b"1".to_vec()));
     /// # Ok(())
     /// # }
     /// ```

@@ -362,6 +362,7 @@ impl Iter {
             return Some(Err(self.fail(error)));
         }
         if self.exhausted {
+            debug_assert!(self.back.is_empty(), "the back buffer outlived the settle");
             return match end {
                 End::Front => {
                     let entry = self.front.pop_front()?;

@@ -421,3 +421,12 @@ fn two_threads_close_a_shared_store_while_a_third_writes() {
     drop((snapshot, iter, db));
     reopened.close().expect("close");
 }
+
+/// A store, its snapshots and their iterators move between threads and are shared by them.
+#[test]
+fn the_handles_are_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Db>();
+    shared::<tierkv::Snapshot>();
+    shared::<tierkv::Iter>();
+}

@@ -362,7 +362,7 @@ fn read_state(
     }
     // A key outside the model's key space is a write nobody made.
     let mut scanned = 0u64;
-    for entry in db.range::<&[u8]>(..) {
+    for entry in db.range(..) {
         match entry {
             Ok((key, _)) => {
                 scanned += 1;

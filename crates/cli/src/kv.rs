@@ -425,7 +425,7 @@ fn execute(command: KvCommand) -> Result<ExitCode, Failure> {
             };
             let db = store.open_read_only()?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            for entry in db.range::<&[u8]>(..) {
+            for entry in db.range(..) {
                 let (key, value) = entry?;
                 write_out(&mut out, text::encode_line(format, &key, &value).as_bytes())?;
                 write_out(&mut out, b"\n")?;

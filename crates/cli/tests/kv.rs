@@ -50,7 +50,7 @@ fn make_store(dir: &Path, entries: &BTreeMap<Vec<u8>, Vec<u8>>) {
 fn contents(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let options = Options { read_only: true, cache_size: 8 << 20, ..Options::default() };
     let db = Db::open(dir, options).expect("open read-only");
-    db.range::<&[u8]>(..).map(|entry| entry.expect("entry")).collect()
+    db.range(..).map(|entry| entry.expect("entry")).collect()
 }
 
 /// Bytes that stress the formats: separators, escapes, invalid UTF-8, UTF-8 text.
@@ -298,8 +298,9 @@ fn stat_counts_every_entry_after_a_kill() {
         .spawn()
         .expect("spawn the writer");
     let stdout = writer.stdout.take().expect("stdout");
-    let ready =
-        std::io::BufReader::new(stdout).lines().any(|line| line.is_ok_and(|l| l.contains("TIERKV-WRITER-READY")));
+    let ready = std::io::BufReader::new(stdout)
+        .lines()
+        .any(|line| line.is_ok_and(|l| l.contains("TIERKV-WRITER-READY")));
     assert!(ready, "the writer never said it was ready");
     writer.kill().expect("SIGKILL");
     writer.wait().expect("reap");

@@ -77,6 +77,11 @@ impl WriteBatch {
         self.ops.iter().map(|(key, value)| (key.as_slice(), value.as_deref()))
     }
 
+    /// Bytes of the batch's log record.
+    pub(crate) fn record_bytes(&self) -> usize {
+        4 + self.bytes
+    }
+
     /// Checks every key and value against the limits, as a write of the batch would, so
     /// that a caller can refuse input before it opens or changes anything.
     ///
@@ -93,8 +98,8 @@ impl WriteBatch {
                 }
             }
         }
-        if 4 + self.bytes > MAX_BATCH_BYTES {
-            return Err(Error::BatchTooLarge { len: 4 + self.bytes, max: MAX_BATCH_BYTES });
+        if self.record_bytes() > MAX_BATCH_BYTES {
+            return Err(Error::BatchTooLarge { len: self.record_bytes(), max: MAX_BATCH_BYTES });
         }
         Ok(())
     }

@@ -308,11 +308,6 @@ impl<'a> BlockPages<'a> {
         self.next_id
     }
 
-    /// The first id created in this session.
-    pub fn fresh_from(&self) -> u64 {
-        self.fresh_from
-    }
-
     /// Pages changed since the last flush.
     pub fn dirty_count(&self) -> usize {
         self.dirty.len()
@@ -355,6 +350,7 @@ impl<'a> BlockPages<'a> {
     }
 
     /// The value kept in overflow blocks at `overflow`, written or not.
+    #[cfg(test)]
     pub fn read_overflow(&self, overflow: &OverflowRef) -> Result<Vec<u8>, PagesError> {
         read_overflow(overflow, |id| match self.overflow.get(&id) {
             Some(chunk) => Ok(chunk.to_vec()),
@@ -479,5 +475,7 @@ impl PageStore for BlockPages<'_> {
     }
 }
 
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests;

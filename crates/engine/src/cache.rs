@@ -245,6 +245,7 @@ impl<V: Cached> PageCache<V> {
 
     /// Reads page `id`'s weight again (after it changed in place), and evicts if that put
     /// its shard over budget.
+    #[cfg(test)]
     pub fn reweigh(&self, id: u64) {
         let mut shard = lock(self.shard(id));
         let Some(entry) = shard.map.get_mut(&id) else { return };
@@ -293,13 +294,9 @@ impl<V: Cached> PageCache<V> {
     }
 
     /// Pages cached.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).map.len()).sum()
-    }
-
-    /// True when no page is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The counters.

@@ -37,12 +37,16 @@
 //! number are replayed into the memtable. A failed write, sync or checkpoint poisons the
 //! store: writes fail until it is reopened.
 //!
+//! **Close** (`close(&self)`, so any holder of a shared store may close it; or the drop):
+//! a last checkpoint (not on drop), then the checkpoint thread stops, later calls fail with
+//! `Closed`, the block store and the log close, and only then the `LOCK` file goes, so a
+//! new open never meets this one's threads or unsynced writes.
+//!
 //! Must never: acknowledge a `Sync` write before the log made it durable; let the meta
 //! record cover a sequence number the log has not made durable; delete a block a live
 //! snapshot can reach; let a reader see part of a batch.
 
 use std::collections::VecDeque;
-use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
@@ -55,17 +59,20 @@ use tierkv_io::{FileLock, Storage};
 use tierkv_tiercache::TierStats;
 use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalStats};
 
-use crate::batch::{WriteBatch, BATCH_RECORD};
+use crate::batch::{WriteBatch, BATCH_RECORD, MAX_BATCH_BYTES};
 use crate::block_pages::{BlockPages, Pages};
 use crate::cache::CacheStats;
 use crate::memtable::Memtable;
 use crate::meta::{Meta, FIRST_PAGE};
 use crate::page::{shortest_separator, InternalPage, LeafPage, OverflowRef, Page, Value};
+use crate::range::KeyRange;
 use crate::tree::{Change, PageSource, PageStore, Tree};
 use crate::{Error, Options, Result};
 
 mod open;
 mod snapshot;
+#[cfg(test)]
+mod tests;
 mod verify;
 
 pub use snapshot::{Iter, Snapshot};
@@ -76,7 +83,9 @@ use verify::Walk;
 /// reference across scoped threads.
 pub struct Db {
     inner: Arc<Inner>,
-    checkpointer: Option<JoinHandle<()>>,
+    /// `Some` while the store is open, until the first `close` (or the drop); inside, the
+    /// checkpoint thread, which a read-only store does not have.
+    checkpoint_thread: Mutex<Option<Option<JoinHandle<()>>>>,
 }
 
 /// A tree version is alive while any `Version` of it is.
@@ -119,8 +128,9 @@ struct Inner {
     memtable_reserve: AtomicUsize,
     counters: Counters,
     /// The store's `LOCK` file, held while the store is open (shared when read-only; none
-    /// for a read-only copy that has no lock file).
-    _lock: Option<FileLock>,
+    /// for a read-only copy that has no lock file): until it is closed, or the `Db` and
+    /// every snapshot of it are dropped.
+    file_lock: Mutex<Option<FileLock>>,
     /// Last, so that it drops after everything above has been freed.
     _release: ReleaseOnDrop,
 }
@@ -327,36 +337,271 @@ pub struct Stats {
 
 impl Db {
     /// Opens the store in `dir`, creating it when missing, on the operating system's files.
+    /// Opening recovers: every write acknowledged before a crash is there, and no part of
+    /// a batch that was not.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// use tierkv::{Db, Options};
+    ///
+    /// let path = dir.path().join("kv");
+    /// let db = Db::open(&path, Options { cache_size: 64 << 20, ..Options::default() })?;
+    /// db.put("apple", "red")?;
+    /// db.close()?;
+    /// let db = Db::open(&path, Options::default())?;
+    /// assert_eq!(db.get("apple")?, Some(b"red".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] for options that cannot work; [`Error::NotADirectory`]
+    /// when `dir` is a file; [`Error::AlreadyOpen`] when the store is open already, in this
+    /// process or another; [`Error::Io`] when a file cannot be made or read (a read-only
+    /// or full file system, permissions); [`Error::Corruption`], [`Error::Log`],
+    /// [`Error::Blocks`] or [`Error::Pages`] when recovery finds the files damaged or not
+    /// a store's; [`Error::Thread`] when the checkpoint thread cannot start.
     pub fn open(dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         Db::open_on(&Storage::Os, dir, options)
     }
 
     /// Opens the store in `dir` on `storage` (the simulated file system in crash tests).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
     pub fn open_on(storage: &Storage, dir: impl AsRef<Path>, options: Options) -> Result<Db> {
         open::open(storage, dir.as_ref(), options)
     }
 
     /// The value of `key`.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// db.put("apple", "red")?;
+    /// assert_eq!(db.get("apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(db.get("pear")?, None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyKey`] or [`Error::KeyTooLarge`] for a key outside the limits,
+    /// [`Error::Closed`] once the store is closed, and [`Error::Pages`] when a page or an
+    /// overflow value cannot be read (I/O, or damage the checksums caught).
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
         self.snapshot().get(key)
     }
 
+    /// Calls `read` with the value of `key`, borrowed, and returns what it returns: no
+    /// copy of the value is made, unless it lives in overflow blocks (over a quarter of a
+    /// page), which are read into a buffer first.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// db.put("apple", "red")?;
+    /// assert_eq!(db.get_with("apple", |value| value.len())?, Some(3));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    pub fn get_with<T>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>> {
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.snapshot().get_with(key, read)
+    }
+
+    /// Reads the value of `key` into `buffer`, reusing its allocation, and returns whether
+    /// the key was found. `buffer` is cleared first either way.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// db.put("apple", "red")?;
+    /// let mut value = Vec::with_capacity(64);
+    /// assert!(db.get_into("apple", &mut value)?);
+    /// assert_eq!(value, b"red");
+    /// assert!(!db.get_into("pear", &mut value)?);
+    /// assert!(value.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get); `buffer` is left empty.
+    pub fn get_into(&self, key: impl AsRef<[u8]>, buffer: &mut Vec<u8>) -> Result<bool> {
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.snapshot().get_into(key, buffer)
+    }
+
+    /// Whether `key` has a value. A value in overflow blocks is not read.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        self.snapshot().contains_key(key)
+    }
+
+    /// The entry with the smallest key, or `None` when the store is empty.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// assert_eq!(db.first()?, None);
+    /// db.put("b", "2")?;
+    /// db.put("a", "1")?;
+    /// assert_eq!(db.first()?, Some((b"a".to_vec(), b"1".to_vec())));
+    /// assert_eq!(db.last()?, Some((b"b".to_vec(), b"2".to_vec())));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the store is closed, and [`Error::Pages`] when a page or an
+    /// overflow value cannot be read.
+    pub fn first(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.snapshot().first()
+    }
+
+    /// The entry with the largest key, or `None` when the store is empty.
+    ///
+    /// # Errors
+    ///
+    /// As [`first`](Self::first).
+    pub fn last(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.snapshot().last()
+    }
+
     /// Sets `key` to `value`, with the store's default durability.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// db.put(b"apple", b"red")?; // keys and values: anything that is AsRef<[u8]>
+    /// db.put("apple", String::from("green"))?;
+    /// assert_eq!(db.get("apple")?, Some(b"green".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.put(key, value);
         self.write(&batch)
     }
 
-    /// Removes `key`, with the store's default durability.
+    /// Removes `key`, with the store's default durability. Removing a key that has no
+    /// value is not an error.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut batch = WriteBatch::new();
         batch.delete(key);
         self.write(&batch)
     }
 
-    /// Applies `batch` atomically, with the store's default durability.
+    /// Removes every key in `range` atomically, in one batch with the store's default
+    /// durability, and returns how many keys it removed. Readers see all of the removals
+    /// or none, and so does the store after a crash.
+    ///
+    /// The keys removed are those the range held when the call began (as of a snapshot;
+    /// the log and the memtable have no range deletions, so the batch names each key). A
+    /// write by another thread into the range while it runs is not ordered with it as a
+    /// whole: a key new to the range survives, as if written after; a key the range already
+    /// held is removed, as if written before. Keep other writers out of the range meanwhile
+    /// if that matters.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// for key in ["user:1", "user:2", "video:1"] {
+    ///     db.put(key, "")?;
+    /// }
+    /// assert_eq!(db.delete_range("user:".."user;")?, 2);
+    /// assert_eq!(db.first()?.map(|(key, _)| key), Some(b"video:1".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BatchTooLarge`] when the removals would make a batch over
+    /// [`MAX_BATCH_BYTES`](crate::MAX_BATCH_BYTES), found before anything is written
+    /// (remove such a range in parts); the errors of [`Iter`] while it reads the keys; and
+    /// those of [`write`](Self::write).
+    pub fn delete_range(&self, range: impl KeyRange) -> Result<u64> {
+        self.delete_range_within(range, MAX_BATCH_BYTES)
+    }
+
+    /// `delete_range`, refusing a batch over `max_bytes` (tests lower it).
+    fn delete_range_within(&self, range: impl KeyRange, max_bytes: usize) -> Result<u64> {
+        let mut keys = self.snapshot().range(range);
+        let mut batch = WriteBatch::new();
+        // Bounded by the range and, before that, by `MAX_BATCH_BYTES`.
+        while let Some(key) = keys.next_key() {
+            batch.delete(key?);
+            if batch.record_bytes() > max_bytes {
+                return Err(Error::BatchTooLarge { len: batch.record_bytes(), max: max_bytes });
+            }
+        }
+        drop(keys);
+        assert!(batch.record_bytes() <= max_bytes && batch.ops().all(|(_, value)| value.is_none()));
+        self.write(&batch)?;
+        Ok(batch.len() as u64)
+    }
+
+    /// Applies `batch` atomically, with the store's default durability: readers see all
+    /// of it or none, and so does the store after a crash.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// use tierkv::WriteBatch;
+    ///
+    /// db.put("from", "10")?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.delete("from").put("to", "10");
+    /// db.write(&batch)?;
+    /// assert_eq!((db.get("from")?, db.get("to")?), (None, Some(b"10".to_vec())));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyKey`], [`Error::KeyTooLarge`], [`Error::ValueTooLarge`] or
+    /// [`Error::BatchTooLarge`] for a batch outside the limits (nothing is written);
+    /// [`Error::Closed`] once the store is closed; [`Error::Poisoned`] after an earlier
+    /// failure; and [`Error::Log`] when the log cannot take or sync it, which poisons the
+    /// store (reopen it to recover every acknowledged write).
     pub fn write(&self, batch: &WriteBatch) -> Result<()> {
         self.write_with(batch, self.inner.options.durability)
     }
@@ -364,60 +609,133 @@ impl Db {
     /// Applies `batch` atomically with the given durability: `Sync` returns once it is
     /// durable, `Buffered` once the log has it (durable within the log's flush interval,
     /// or at once on the pmem backend), `None` leaves it to the next sync.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
     pub fn write_with(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
         self.inner.write(batch, durability)
     }
 
-    /// A consistent view: every read through it sees the store as of this moment.
+    /// A consistent view: every read through it sees the store as of this moment, whatever
+    /// is written later.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// db.put("apple", "red")?;
+    /// let snapshot = db.snapshot();
+    /// db.put("apple", "green")?;
+    /// assert_eq!(snapshot.get("apple")?, Some(b"red".to_vec()));
+    /// assert_eq!(db.get("apple")?, Some(b"green".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn snapshot(&self) -> Snapshot {
         self.inner.snapshot()
     }
 
-    /// The entries in `range`, ascending, as of this moment.
-    pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
+    /// The entries in `range`, ascending, as of this moment (the iterator reads a
+    /// snapshot); `rev()` or `next_back` take them descending. See [`Iter`] for its errors.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// for key in ["a", "b", "c", "d"] {
+    ///     db.put(key, key.to_uppercase())?;
+    /// }
+    /// let keys = |iter: tierkv::Iter| -> tierkv::Result<Vec<Vec<u8>>> {
+    ///     iter.map(|entry| entry.map(|(key, _)| key)).collect()
+    /// };
+    /// assert_eq!(keys(db.range("b".."d"))?, [b"b", b"c"]);
+    /// assert_eq!(keys(db.range(..))?.len(), 4);
+    /// let last_two: Vec<_> = db.range(b"b"..).rev().take(2).collect::<Result<_, _>>()?;
+    /// assert_eq!(last_two[0], (b"d".to_vec(), b"D".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn range(&self, range: impl KeyRange) -> Iter {
         self.snapshot().range(range)
     }
 
-    /// The entries in `range`, descending, as of this moment.
-    pub fn range_back<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
+    /// The entries in `range`, descending, as of this moment: `range(range).rev()`, but an
+    /// [`Iter`], so it can [`seek`](Iter::seek).
+    pub fn range_back(&self, range: impl KeyRange) -> Iter {
         self.snapshot().range_back(range)
     }
 
-    /// The entries whose keys start with `prefix`, ascending.
+    /// The entries whose keys start with `prefix`, ascending, as of this moment.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// for key in ["user:1", "user:2", "video:1"] {
+    ///     db.put(key, "")?;
+    /// }
+    /// assert_eq!(db.prefix("user:").count(), 2);
+    /// let newest = db.prefix("user:").next_back().transpose()?;
+    /// assert_eq!(newest.map(|(key, _)| key), Some(b"user:2".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         self.snapshot().prefix(prefix)
     }
 
-    /// The entries whose keys start with `prefix`, descending.
+    /// The entries whose keys start with `prefix`, descending, as of this moment.
     pub fn prefix_back(&self, prefix: impl AsRef<[u8]>) -> Iter {
         self.snapshot().prefix_back(prefix)
     }
 
     /// Makes every write made so far durable (those with `Buffered` or `None` too).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the store is closed, and [`Error::Log`] when the log cannot
+    /// sync, which poisons the store.
     pub fn sync(&self) -> Result<()> {
         self.inner.check_open()?;
         self.inner.log()?.sync().map_err(|error| self.inner.fail(error.into()))
     }
 
     /// Moves the memtable into the tree now and truncates the log behind it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the store is closed, [`Error::Poisoned`] after an earlier
+    /// failure, and the error of the checkpoint when it fails ([`Error::Log`],
+    /// [`Error::Blocks`], [`Error::Pages`]), which poisons the store.
     pub fn checkpoint(&self) -> Result<()> {
         self.inner.checkpoint_on_thread()
     }
 
     /// Counters and sizes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the store is closed, and [`Error::Pages`] when a page of the
+    /// tree's leftmost path cannot be read (for its height).
     pub fn stats(&self) -> Result<Stats> {
+        self.inner.check_open()?;
         self.inner.stats()
     }
 
     /// Checks every page of the tree (decoding, key order and bounds, leaf depth, sizes,
     /// overflow values) and every block's checksum, and counts the entries a reader sees
     /// (the tree's and the writes since the last checkpoint). Problems are listed in the
-    /// report, not returned as errors; an error means the check itself could not run.
+    /// report, not returned as errors.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the store is closed: an error means the check could not run.
     pub fn verify(&self) -> Result<VerifyReport> {
         self.inner.check_open()?;
         let snapshot = self.snapshot();
         let mut report = self.inner.verify(&snapshot.version)?;
-        for entry in snapshot.range::<&[u8]>(..) {
+        for entry in snapshot.range(..) {
             match entry {
                 Ok((key, value)) => {
                     report.entries += 1;
@@ -435,6 +753,11 @@ impl Db {
 
     /// Checkpoints, then rewrites the tree with full pages, so that space left by splits
     /// and deletes is given back. Reads and writes go on meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// As [`checkpoint`](Self::checkpoint); a failure while it writes the new tree poisons
+    /// the store too.
     pub fn compact(&self) -> Result<()> {
         self.inner.compact()
     }
@@ -444,42 +767,65 @@ impl Db {
         &self.inner.dir
     }
 
-    /// Takes a last checkpoint (so the next open replays nothing), syncs and closes.
-    pub fn close(mut self) -> Result<()> {
+    /// Takes a last checkpoint (so the next open replays nothing), stops the checkpoint
+    /// thread, syncs and closes. It takes `&self`, so a store shared in an `Arc` can be
+    /// closed by any of its holders: later calls on the store, its snapshots and their
+    /// iterators fail with [`Error::Closed`]. Closing a closed store does nothing and
+    /// returns `Ok`; of two closes at once, the second waits for the first, and only the
+    /// first reports a failure. Calls running while it closes may fail with
+    /// [`Error::Closed`] or an error of the closed block store; their acknowledged writes
+    /// are in the log, for the next open to replay.
+    ///
+    /// Once it returns, the store's files are free: `Db::open` may open them again, though
+    /// this `Db` (an `Arc` of it elsewhere, a snapshot, an iterator) still lives. Dropping
+    /// a `Db` without closing it is safe too: it does the same but the checkpoint, and the
+    /// next open replays the log since the last checkpoint.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// use std::sync::Arc;
+    ///
+    /// let db = Arc::new(tierkv::Db::open(dir.path(), tierkv::Options::default())?);
+    /// let writer = Arc::clone(&db);
+    /// std::thread::spawn(move || writer.put("a", "1")).join().expect("a thread")?;
+    /// db.close()?;
+    /// assert!(matches!(db.get("a"), Err(tierkv::Error::Closed)));
+    /// db.close()?; // closed already: nothing to do
+    /// let reopened = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// assert_eq!(reopened.get("a")?, Some(b"1".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The error of the last checkpoint ([`Error::Log`], [`Error::Blocks`],
+    /// [`Error::Pages`]), or of the final sync of the log or the block store. The store is
+    /// closed even then, and the next open recovers every acknowledged write.
+    pub fn close(&self) -> Result<()> {
+        // Held until the close is done, so that a second close waits for the first.
+        let mut thread = lock(&self.checkpoint_thread);
+        let Some(handle) = thread.take() else {
+            return Ok(());
+        };
         let result = if self.inner.failed.load(Ordering::Acquire) || self.inner.wal.is_none() {
             Ok(())
         } else {
             self.inner.checkpoint_on_thread()
         };
-        self.shutdown();
-        let blocks = self.inner.pages.blocks().close().map_err(Error::from);
-        let log = self.inner.wal.as_ref().map_or(Ok(()), |wal| wal.sync().map_err(Error::from));
-        result.and(log).and(blocks)
-    }
-
-    fn shutdown(&mut self) {
-        {
-            let mut trigger = lock(&self.inner.trigger);
-            trigger.stop = true;
-            self.inner.trigger_cv.notify_all();
-        }
-        if let Some(thread) = self.checkpointer.take() {
-            // A checkpoint thread that panicked has nothing left to clean up.
-            let _ = thread.join();
-        }
-        self.inner.closed.store(true, Ordering::Release);
+        result.and(self.inner.shut(handle))
     }
 }
 
 impl Drop for Db {
-    /// Stops the checkpoint thread. Writes made durable stay so; the next open replays the
-    /// log since the last checkpoint.
+    /// Stops the checkpoint thread, unless `close` did. Writes made durable stay so; the
+    /// next open replays the log since the last checkpoint.
     fn drop(&mut self) {
-        if self.checkpointer.is_some() {
-            self.shutdown();
-            if let Some(wal) = &self.inner.wal {
-                let _ = wal.sync();
-            }
+        let thread = self.checkpoint_thread.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(handle) = thread.take() {
+            // Errors here have no one to go to; `close` reports them.
+            let _ = self.inner.shut(handle);
         }
     }
 }
@@ -515,6 +861,35 @@ fn decode_ids(bytes: &[u8]) -> Result<Vec<u64>> {
 }
 
 impl Inner {
+    /// Closes the store: stops the checkpoint thread `handle`, refuses later calls, waits
+    /// for a checkpoint or compaction running on a caller's thread, closes the block store
+    /// and the log (which syncs it), and only then lets the `LOCK` file go, so that another
+    /// open never meets this one's threads or unsynced writes. Snapshots may still hold
+    /// `Inner`; they read nothing more.
+    fn shut(&self, handle: Option<JoinHandle<()>>) -> Result<()> {
+        assert!(!self.closed.load(Ordering::Acquire), "a store closed twice");
+        {
+            let mut trigger = lock(&self.trigger);
+            trigger.stop = true;
+            self.trigger_cv.notify_all();
+        }
+        if let Some(handle) = handle {
+            // A checkpoint thread that panicked has nothing left to clean up.
+            let _ = handle.join();
+        }
+        self.closed.store(true, Ordering::Release);
+        assert!(!lock(&self.trigger).running, "the checkpoint thread outlived its join");
+        // Every checkpoint or compaction that starts from now on sees `closed` under this
+        // lock; one that started before has ended once it is free.
+        drop(lock(&self.checkpointer));
+        let blocks = self.pages.blocks().close().map_err(Error::from);
+        // CRASH: a write racing the close may have appended after the last checkpoint; the
+        // log's close makes it durable, and the next open replays it.
+        let log = self.wal.as_ref().map_or(Ok(()), |wal| wal.close().map_err(Error::from));
+        drop(lock(&self.file_lock).take());
+        log.and(blocks)
+    }
+
     fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
@@ -930,6 +1305,8 @@ impl Inner {
         self.checkpoint_on_thread()?;
         self.check_writable()?;
         let mut checkpointer = lock(&self.checkpointer);
+        // Again under the lock: a close waits for this lock once it refuses new calls.
+        self.check_writable()?;
         let result = self.compact_locked(&mut checkpointer);
         drop(checkpointer);
         result.map_err(|error| self.fail(error))

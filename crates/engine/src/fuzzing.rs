@@ -208,7 +208,7 @@ pub fn store_dir(data: &[u8]) {
             assert!(found.is_some(), "{key:?} vanished without an error");
         }
     }
-    for entry in db.range::<&[u8]>(..) {
+    for entry in db.range(..) {
         match entry {
             Ok((key, value)) => assert_eq!(expected.get(&key[..]), Some(&value), "the scan"),
             Err(_) => break,

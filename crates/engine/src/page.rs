@@ -196,6 +196,7 @@ impl LeafPage {
     /// Splits a leaf of two entries or more in two of about equal encoded size: this page
     /// keeps the lower half, and the upper half is returned with its separator, the shortest
     /// key above every key kept and at or below every key moved (see `shortest_separator`).
+    #[cfg(test)]
     pub fn split(&mut self) -> (Vec<u8>, LeafPage) {
         self.split_at_bytes(self.encoded_len() / 2)
     }
@@ -335,6 +336,7 @@ impl InternalPage {
 
     /// Records that a child split: `child`, the new page after the split, holds the keys from
     /// `separator` on. The separator must not be here yet.
+    #[cfg(test)]
     pub fn insert(&mut self, separator: Vec<u8>, child: u64) {
         let at = self.entries.partition_point(|(key, _)| key.as_slice() < separator.as_slice());
         debug_assert!(self.entries.get(at).is_none_or(|(key, _)| *key != separator));
@@ -345,6 +347,7 @@ impl InternalPage {
     /// Splits a page of three separators or more in two: this page keeps the lower part, the
     /// middle separator moves up to the parent (returned), and the upper part is returned
     /// with the middle separator's child as its first child.
+    #[cfg(test)]
     pub fn split(&mut self) -> (Vec<u8>, InternalPage) {
         self.split_at_index(self.entries.len() / 2)
     }

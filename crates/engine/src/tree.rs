@@ -113,7 +113,9 @@ impl Tree {
         }
     }
 
-    /// Sets `key` to `value`; returns the value it replaced.
+    /// Sets `key` to `value`; returns the value it replaced. (The engine changes the tree
+    /// in batches, with `apply`; this is for tests.)
+    #[cfg(test)]
     pub fn put<S: PageStore>(
         &mut self,
         store: &mut S,
@@ -127,7 +129,8 @@ impl Tree {
         Ok(old)
     }
 
-    /// Removes `key`; returns its value.
+    /// Removes `key`; returns its value. (For tests, as `put`.)
+    #[cfg(test)]
     pub fn delete<S: PageStore>(
         &mut self,
         store: &mut S,

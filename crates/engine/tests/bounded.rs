@@ -39,7 +39,7 @@ fn a_data_set_ten_times_the_cache_works_within_the_budget() {
     assert_eq!(db.get(b"absent").expect("get"), None);
     let mut count = 0u64;
     let mut last: Option<Vec<u8>> = None;
-    for entry in db.range::<&[u8]>(..) {
+    for entry in db.range(..) {
         let (k, _) = entry.expect("entry");
         assert!(last.as_ref().is_none_or(|last| *last < k));
         last = Some(k);

@@ -79,6 +79,6 @@ fn checkpoints_asked_for_by_many_threads_all_complete() {
     assert_eq!(stats.checkpoint_sequence, stats.sequence, "{stats:?}");
     db.close().expect("close");
     let db = Db::open_on(&storage, "/db", options()).expect("reopen");
-    assert_eq!(db.range::<&[u8]>(..).count(), 200);
+    assert_eq!(db.range(..).count(), 200);
     db.close().expect("close");
 }

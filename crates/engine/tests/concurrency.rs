@@ -140,7 +140,7 @@ fn worker(db: &Db, thread: usize, ops: usize, barrier: &Barrier) -> Model {
                 assert_eq!(back, model.clone().into_iter().collect::<Vec<_>>());
                 pairs_agree(&snapshot);
                 // A full scan sees each pair whole too.
-                let all: Model = scan(snapshot.range::<&[u8]>(..)).into_iter().collect();
+                let all: Model = scan(snapshot.range(..)).into_iter().collect();
                 for t in 0..THREADS {
                     let a = all.get(format!("t{t}/pair/a").as_bytes());
                     assert_eq!(a, all.get(format!("t{t}/pair/b").as_bytes()));

@@ -108,7 +108,7 @@ fn examine(
         }
     }
     let mut scanned = 0usize;
-    for entry in db.range::<&[u8]>(..) {
+    for entry in db.range(..) {
         match entry {
             Ok((key, value)) => {
                 assert_eq!(expected.get(&key[..]), Some(&value), "{label}: the scan read wrong");

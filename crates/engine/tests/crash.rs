@@ -32,9 +32,7 @@ fn options() -> Options {
 }
 
 fn contents(db: &Db, context: &str) -> State {
-    db.range::<&[u8]>(..)
-        .map(|entry| entry.unwrap_or_else(|e| panic!("scan: {e}: {context}")))
-        .collect()
+    db.range(..).map(|entry| entry.unwrap_or_else(|e| panic!("scan: {e}: {context}"))).collect()
 }
 
 #[test]

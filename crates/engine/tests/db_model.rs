@@ -1,7 +1,9 @@
 //! Model-based tests of `Db` against `std::collections::BTreeMap`: random puts, deletes,
-//! batches, lookups, range and prefix iterators in both directions, snapshots held across
-//! later writes (and checkpoints), checkpoints and reopens, on small pages and memtables so
-//! that trees split, checkpoints run often and values go to overflow blocks.
+//! range deletes, batches, lookups (`get`, `get_into`, `contains_key`, `first`, `last`),
+//! range and prefix iterators in both directions, iterators driven from both ends with
+//! seeks among their steps (and writes and checkpoints while they run), snapshots held
+//! across later writes (and checkpoints), checkpoints and reopens, on small pages and
+//! memtables so that trees split, checkpoints run often and values go to overflow blocks.
 //!
 //! `PROPTEST_CASES` sets the number of cases (CI runs the default below).
 
@@ -31,6 +33,19 @@ enum Op {
         prefix: Vec<u8>,
         backward: bool,
     },
+    /// An iterator over a range (`range`, or `range_back` when `reversed`), driven by
+    /// `steps`.
+    Iterate {
+        low: Bound<Vec<u8>>,
+        high: Bound<Vec<u8>>,
+        reversed: bool,
+        steps: Vec<Step>,
+    },
+    DeleteRange {
+        low: Bound<Vec<u8>>,
+        high: Bound<Vec<u8>>,
+    },
+    FirstLast,
     TakeSnapshot,
     /// Reads the snapshot `n` (modulo how many are held) in full, both ways, and drops it
     /// when `drop` is set.
@@ -41,6 +56,16 @@ enum Op {
     Checkpoint,
     Compact,
     Reopen,
+}
+
+/// A step of `Op::Iterate`.
+#[derive(Clone, Debug)]
+enum Step {
+    Next,
+    NextBack,
+    Seek(Vec<u8>),
+    /// A write and a checkpoint while the iterator runs: it must not see them.
+    PutAndCheckpoint(Vec<u8>),
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -67,6 +92,15 @@ fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
     ]
 }
 
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        8 => Just(Step::Next),
+        8 => Just(Step::NextBack),
+        2 => key().prop_map(Step::Seek),
+        1 => key().prop_map(Step::PutAndCheckpoint),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         20 => (key(), value()).prop_map(|(k, v)| Op::Put(k, v)),
@@ -77,6 +111,11 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(low, high, backward, limit)| Op::Range { low, high, backward, limit }),
         1 => (prop::collection::vec(b'a'..b'c', 0..2), any::<bool>())
             .prop_map(|(prefix, backward)| Op::Prefix { prefix, backward }),
+        3 => (bound(), bound(), any::<bool>(), prop::collection::vec(step(), 1..60)).prop_map(
+            |(low, high, reversed, steps)| Op::Iterate { low, high, reversed, steps }
+        ),
+        1 => (bound(), bound()).prop_map(|(low, high)| Op::DeleteRange { low, high }),
+        1 => Just(Op::FirstLast),
         1 => Just(Op::TakeSnapshot),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(n, drop)| Op::ReadSnapshot { n, drop }),
         1 => Just(Op::Checkpoint),
@@ -107,13 +146,100 @@ fn collect(
 
 fn check_snapshot(snapshot: &Snapshot, model: &Model) -> Result<(), TestCaseError> {
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
-    prop_assert_eq!(&collect(snapshot.range::<&[u8]>(..)), &want);
+    prop_assert_eq!(&collect(snapshot.range(..)), &want);
     let mut back = want.clone();
     back.reverse();
-    prop_assert_eq!(collect(snapshot.range_back::<&[u8]>(..)), back);
+    prop_assert_eq!(collect(snapshot.range_back(..)), back.clone());
+    prop_assert_eq!(collect(snapshot.range(..).rev()), back);
+    prop_assert_eq!(snapshot.first().expect("first"), want.first().cloned());
+    prop_assert_eq!(snapshot.last().expect("last"), want.last().cloned());
     for (key, value) in model.iter().take(20) {
         prop_assert_eq!(snapshot.get(key).expect("get"), Some(value.clone()));
     }
+    Ok(())
+}
+
+/// Whether a range holds no key (`BTreeMap::range` panics on an empty or inverted one;
+/// the engine gives none).
+fn is_empty(low: &Bound<Vec<u8>>, high: &Bound<Vec<u8>>) -> bool {
+    match (low, high) {
+        (Bound::Included(l), Bound::Included(h)) => l > h,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h))
+        | (Bound::Excluded(l), Bound::Included(h)) => l >= h,
+        _ => false,
+    }
+}
+
+/// The model's entries in a range, ascending.
+fn model_range(
+    model: &Model,
+    low: &Bound<Vec<u8>>,
+    high: &Bound<Vec<u8>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    if is_empty(low, high) {
+        return Vec::new();
+    }
+    model.range((low.clone(), high.clone())).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// Drives an iterator by `steps` and checks each answer against the model's entries of
+/// its range, in the iterator's order: `next` takes the front of what is left, `next_back`
+/// its back, a seek moves the front to the first key at or past the key in that order, but
+/// never past what `next_back` took.
+fn check_iterate(
+    db: &Db,
+    model: &mut Model,
+    low: Bound<Vec<u8>>,
+    high: Bound<Vec<u8>>,
+    reversed: bool,
+    steps: Vec<Step>,
+) -> Result<(), TestCaseError> {
+    let mut order = model_range(model, &low, &high);
+    if reversed {
+        order.reverse();
+    }
+    // What is left: `order[front..back]`.
+    let (mut front, mut back) = (0, order.len());
+    let mut iter = if reversed { db.range_back((low, high)) } else { db.range((low, high)) };
+    for step in steps {
+        match step {
+            Step::Next => {
+                let want = (front < back).then(|| order[front].clone());
+                front += usize::from(front < back);
+                prop_assert_eq!(iter.next().transpose().expect("next"), want);
+            }
+            Step::NextBack => {
+                let want = (front < back).then(|| order[back - 1].clone());
+                back -= usize::from(front < back);
+                prop_assert_eq!(iter.next_back().transpose().expect("next_back"), want);
+            }
+            Step::Seek(key) => {
+                let past =
+                    |(k, _): &(Vec<u8>, Vec<u8>)| if reversed { *k <= key } else { *k >= key };
+                front = order.iter().position(past).unwrap_or(order.len()).min(back);
+                iter.seek(&key);
+            }
+            Step::PutAndCheckpoint(key) => {
+                db.put(&key, b"later").expect("put");
+                model.insert(key, b"later".to_vec());
+                db.checkpoint().expect("checkpoint");
+            }
+        }
+    }
+    // The rest, from both ends alternately.
+    let mut from_front = true;
+    while front < back {
+        let (got, want) = if from_front {
+            front += 1;
+            (iter.next(), order[front - 1].clone())
+        } else {
+            back -= 1;
+            (iter.next_back(), order[back].clone())
+        };
+        prop_assert_eq!(got.transpose().expect("an entry"), Some(want));
+        from_front = !from_front;
+    }
+    prop_assert!(iter.next().is_none() && iter.next_back().is_none());
     Ok(())
 }
 
@@ -150,26 +276,22 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
                 db.write(&batch).expect("batch");
             }
-            Op::Get(k) => prop_assert_eq!(db.get(&k).expect("get"), model.get(&k).cloned()),
+            Op::Get(k) => {
+                let want = model.get(&k).cloned();
+                prop_assert_eq!(db.get(&k).expect("get"), want.clone());
+                prop_assert_eq!(db.contains_key(&k).expect("contains_key"), want.is_some());
+                let mut buffer = b"stale".to_vec();
+                let found = db.get_into(&k, &mut buffer).expect("get_into");
+                prop_assert_eq!(found.then_some(buffer), want.clone());
+                let len = db.get_with(&k, <[u8]>::len).expect("get_with");
+                prop_assert_eq!(len, want.map(|v| v.len()));
+            }
             Op::Range { low, high, backward, limit } => {
-                // BTreeMap::range panics on an empty or inverted range; the engine gives none.
-                let empty = match (&low, &high) {
-                    (Bound::Included(l), Bound::Included(h)) => l > h,
-                    (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h))
-                    | (Bound::Excluded(l), Bound::Included(h)) => l >= h,
-                    _ => false,
-                };
-                let want: Vec<(Vec<u8>, Vec<u8>)> = if empty {
-                    Vec::new()
-                } else {
-                    let range = model.range((low.clone(), high.clone()));
-                    let all: Vec<_> = if backward {
-                        range.rev().take(limit).collect()
-                    } else {
-                        range.take(limit).collect()
-                    };
-                    all.into_iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-                };
+                let mut want = model_range(&model, &low, &high);
+                if backward {
+                    want.reverse();
+                }
+                want.truncate(limit);
                 let iter =
                     if backward { db.range_back((low, high)) } else { db.range((low, high)) };
                 prop_assert_eq!(collect(iter.take(limit)), want);
@@ -187,6 +309,23 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     collect(db.prefix(&prefix))
                 };
                 prop_assert_eq!(got, want);
+            }
+            Op::Iterate { low, high, reversed, steps } => {
+                check_iterate(&db, &mut model, low, high, reversed, steps)?;
+            }
+            Op::DeleteRange { low, high } => {
+                let gone = model_range(&model, &low, &high);
+                for (k, _) in &gone {
+                    model.remove(k);
+                }
+                let removed = db.delete_range((low, high)).expect("delete_range");
+                prop_assert_eq!(removed, gone.len() as u64);
+            }
+            Op::FirstLast => {
+                let first = model.first_key_value().map(|(k, v)| (k.clone(), v.clone()));
+                let last = model.last_key_value().map(|(k, v)| (k.clone(), v.clone()));
+                prop_assert_eq!(db.first().expect("first"), first);
+                prop_assert_eq!(db.last().expect("last"), last);
             }
             Op::TakeSnapshot => snapshots.push((db.snapshot(), model.clone())),
             Op::ReadSnapshot { n, drop } => {

@@ -183,7 +183,7 @@ fn check_reopened(fs: &SimFs, outcome: &Outcome, label: &str) {
         None => BTreeMap::new(),
     };
     let mut found: Expected = Expected::new();
-    for entry in db.range::<&[u8]>(..) {
+    for entry in db.range(..) {
         let (k, v) = entry.unwrap_or_else(|e| panic!("{label}: scan: {e}"));
         found.insert(k.to_vec(), v.to_vec());
     }

@@ -286,7 +286,7 @@ fn a_read_only_open_replays_the_log_in_memory_and_records_no_op() {
     assert_eq!(db.get("tree0000").expect("get"), None);
     assert_eq!(db.get("tree0299").expect("get"), Some(vec![43u8; 200]));
     assert_eq!(db.get("log049").expect("get"), Some(vec![49u8; 50]));
-    assert_eq!(db.range::<&[u8]>(..).count(), 299 + 50);
+    assert_eq!(db.range(..).count(), 299 + 50);
     let report = db.verify().expect("verify");
     assert!(report.is_clean(), "{:?}", report.problems);
     let stats = db.stats().expect("stats");
@@ -336,7 +336,7 @@ fn a_read_only_open_of_a_copy_without_a_lock_file_reads_it() {
     }
     let ops = fs.op_count();
     let db = Db::open_on(&storage, copy, read_only()).expect("read-only open of the copy");
-    assert_eq!(db.range::<&[u8]>(..).count(), 299 + 50);
+    assert_eq!(db.range(..).count(), 299 + 50);
     drop(db);
     assert_eq!(fs.op_count(), ops, "the read-only open of the copy wrote");
     assert!(!storage.exists(copy.join("LOCK")).expect("exists"));

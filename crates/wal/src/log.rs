@@ -99,7 +99,9 @@ thread_local! {
 /// An open log, recovered and ready for appends. `Send + Sync`: share it with an `Arc`.
 pub struct Wal {
     shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
+    /// The background threads, until `close` stops them. Behind a lock so that an owner
+    /// that shares the log (the engine's store) can close it through `&self`.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// What `Wal::open` returns: the log, and what recovery found.
@@ -314,7 +316,10 @@ impl Wal {
             let flusher = Arc::clone(&shared);
             threads.push(spawn("tierkv-wal-flush", move || flusher.flush_loop())?);
         }
-        Ok(Recovered { wal: Wal { shared, threads }, report: recovered.report })
+        Ok(Recovered {
+            wal: Wal { shared, threads: Mutex::new(threads) },
+            report: recovered.report,
+        })
     }
 
     /// Reads the log in `dir` without changing anything: every complete record goes to
@@ -451,13 +456,12 @@ impl Wal {
         Ok(victims.len())
     }
 
-    /// Syncs what was written and stops the background threads.
-    pub fn close(mut self) -> Result<(), WalError> {
-        self.shutdown()
-    }
-
-    fn shutdown(&mut self) -> Result<(), WalError> {
-        if self.threads.is_empty() {
+    /// Syncs what was written and stops the background threads; later calls fail with
+    /// `WalError::Closed`. A second close does nothing (it waits for a first one running).
+    pub fn close(&self) -> Result<(), WalError> {
+        // Held to the end, so that a second close returns once the log is closed.
+        let mut threads = self.threads.lock().unwrap_or_else(PoisonError::into_inner);
+        if threads.is_empty() {
             return Ok(());
         }
         let poisoned = self.shared.lock().poison.is_some();
@@ -468,7 +472,7 @@ impl Wal {
             self.shared.work.notify_all();
             self.shared.notify_everyone();
         }
-        for thread in self.threads.drain(..) {
+        for thread in threads.drain(..) {
             // A background thread that panicked has nothing left to clean up.
             let _ = thread.join();
         }
@@ -555,7 +559,7 @@ impl Wal {
 impl Drop for Wal {
     fn drop(&mut self) {
         // Errors here have no one to go to; `close` reports them.
-        let _ = self.shutdown();
+        let _ = self.close();
     }
 }
 

@@ -544,7 +544,7 @@ fn run_traced(
             Workload::ReadSeq => {
                 let mut count = 0u64;
                 let mut t = Instant::now();
-                for entry in store.range::<&[u8]>(..) {
+                for entry in store.range(..) {
                     entry.map_err(engine_error)?;
                     record(&mut histogram, t);
                     t = Instant::now();

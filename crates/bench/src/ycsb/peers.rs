@@ -72,7 +72,7 @@ impl Store for RedbStore {
         let txn = self.db.begin_read().map_err(text)?;
         let table = txn.open_table(TABLE).map_err(text)?;
         let mut read = 0;
-        for entry in table.range::<&[u8]>(from..).map_err(text)?.take(count) {
+        for entry in table.range(from..).map_err(text)?.take(count) {
             let (key, value) = entry.map_err(text)?;
             materialize(key.value(), value.value());
             read += 1;

@@ -433,7 +433,7 @@ fn start(
         log_bytes: AtomicU64::new(replayed_bytes),
         memtable_reserve: AtomicUsize::new(memtable_max),
         counters: Counters::default(),
-        _lock: lock,
+        file_lock: Mutex::new(lock),
         _release: ReleaseOnDrop,
     });
     inner.rebudget(replayed_memtable_bytes);
@@ -448,7 +448,7 @@ fn start(
             Some(thread)
         }
     };
-    Ok(Db { inner, checkpointer })
+    Ok(Db { inner, checkpoint_thread: Mutex::new(Some(checkpointer)) })
 }
 
 /// Refuses a log that ends before the checkpoint, saying where it ends: appending would

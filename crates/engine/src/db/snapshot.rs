@@ -1,30 +1,41 @@
 //! Reads of a consistent view: `Snapshot` (point lookups as of one sequence number) and
-//! `Iter` (a range scan of a snapshot, either direction), which merges the memtables and the
+//! `Iter` (a range scan of a snapshot from both ends), which merges the memtables and the
 //! tree a chunk at a time.
 //!
 //! A snapshot holds its `Version` (memtables, tree root, epoch), so no page it can reach is
-//! deleted while it lives. Must never: return a version newer than the snapshot's sequence,
-//! or an entry a newer version in another source hides.
+//! deleted while it lives.
+//!
+//! An `Iter` has two ends consuming one range. What neither end has loaded yet is the keys
+//! from `low` to `high`; each end loads chunks from its side of that into its own buffer,
+//! so the two buffers never share a key. Once nothing is left between them, the two
+//! buffers become one, which both ends take from, and `low` and `high` mark how far each
+//! end has gone, for a seek.
+//!
+//! Must never: return a version newer than the snapshot's sequence, or an entry a newer
+//! version in another source hides; return a key twice, or a key outside the range, from
+//! either end.
 
 use std::collections::VecDeque;
-use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use super::{Inner, Version};
 use crate::batch::check_key;
 use crate::memtable::Found;
 use crate::page::Value;
-use crate::Result;
+use crate::range::{self, successor, KeyBounds, KeyRange};
+use crate::{Error, Result};
 
-/// Entries an iterator takes from each source at first: a seek that reads one entry should
-/// not pay for many. Each refill doubles it, up to `ITER_CHUNK_MAX`.
+/// Entries an iterator's end takes from each source at first: a seek that reads one entry
+/// should not pay for many. Each refill doubles it, up to `ITER_CHUNK_MAX`.
 const ITER_CHUNK_FIRST: usize = 4;
 
-/// The most entries an iterator takes from each source at a time.
+/// The most entries an iterator's end takes from each source at a time.
 const ITER_CHUNK_MAX: usize = 256;
 
 /// A consistent, read-only view of the store as of the moment it was taken. It keeps the
 /// pages of its tree version from being deleted while it lives, so drop it when done.
+///
+/// Its reads fail with [`Error::Closed`] once the store is closed.
 #[derive(Clone)]
 pub struct Snapshot {
     pub(super) inner: Arc<Inner>,
@@ -39,6 +50,12 @@ impl Snapshot {
     }
 
     /// The value of `key` as of the snapshot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyKey`] or [`Error::KeyTooLarge`] for a key outside the limits,
+    /// [`Error::Closed`] once the store is closed, and [`Error::Pages`] when a page or an
+    /// overflow value cannot be read (I/O, or damage the checksums caught).
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         let key = key.as_ref();
         check_key(key)?;
@@ -50,6 +67,80 @@ impl Snapshot {
             None => Ok(None),
             Some(value) => self.resolve(value).map(Some),
         }
+    }
+
+    /// Calls `read` with the value of `key` as of the snapshot, borrowed, and returns what
+    /// it returns: no copy of the value is made, unless it is large enough to live in
+    /// overflow blocks (over a quarter of a page), which are read into a buffer first.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    pub fn get_with<T>(
+        &self,
+        key: impl AsRef<[u8]>,
+        read: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.inner.check_open()?;
+        if let Some(found) = self.memtable_get(key) {
+            return Ok(found.value.map(|value| read(&value)));
+        }
+        match self.version.tree.get(&self.inner.pages, key)? {
+            None => Ok(None),
+            Some(Value::Inline(value)) => Ok(Some(read(&value))),
+            Some(Value::Overflow(overflow)) => {
+                Ok(Some(read(&self.inner.pages.read_overflow(&overflow)?)))
+            }
+        }
+    }
+
+    /// Reads the value of `key` as of the snapshot into `buffer`, reusing its allocation,
+    /// and returns whether the key was found. `buffer` is cleared first either way.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get); `buffer` is left empty.
+    pub fn get_into(&self, key: impl AsRef<[u8]>, buffer: &mut Vec<u8>) -> Result<bool> {
+        buffer.clear();
+        let found = self.get_with(key, |value| buffer.extend_from_slice(value))?;
+        Ok(found.is_some())
+    }
+
+    /// Whether `key` has a value as of the snapshot. A value in overflow blocks is not
+    /// read.
+    ///
+    /// # Errors
+    ///
+    /// As [`get`](Self::get).
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        let key = key.as_ref();
+        check_key(key)?;
+        self.inner.check_open()?;
+        if let Some(found) = self.memtable_get(key) {
+            return Ok(found.value.is_some());
+        }
+        Ok(self.version.tree.get(&self.inner.pages, key)?.is_some())
+    }
+
+    /// The entry with the smallest key, as of the snapshot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the store is closed, and [`Error::Pages`] when a page or an
+    /// overflow value cannot be read.
+    pub fn first(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.range(..).next().transpose()
+    }
+
+    /// The entry with the largest key, as of the snapshot.
+    ///
+    /// # Errors
+    ///
+    /// As [`first`](Self::first).
+    pub fn last(&self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        self.range(..).next_back().transpose()
     }
 
     /// The newest version of `key` in the memtables at or below the snapshot's sequence.
@@ -71,78 +162,72 @@ impl Snapshot {
         }
     }
 
-    /// The entries in `range`, ascending.
-    pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
-        let (low, high) = bounds(range);
-        Iter::new(self.clone(), low, high, false)
+    /// The entries in `range` as of the snapshot, ascending; `rev()` or
+    /// [`next_back`](DoubleEndedIterator::next_back) take them descending. See [`Iter`] for
+    /// its errors.
+    pub fn range(&self, range: impl KeyRange) -> Iter {
+        Iter::new(self.clone(), range.key_bounds(), false)
     }
 
-    /// The entries in `range`, descending.
-    pub fn range_back<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Iter {
-        let (low, high) = bounds(range);
-        Iter::new(self.clone(), low, high, true)
+    /// The entries in `range` as of the snapshot, descending: `range(range).rev()`, but an
+    /// [`Iter`], so it can [`seek`](Iter::seek).
+    pub fn range_back(&self, range: impl KeyRange) -> Iter {
+        Iter::new(self.clone(), range.key_bounds(), true)
     }
 
-    /// The entries whose keys start with `prefix`, ascending.
+    /// The entries whose keys start with `prefix`, as of the snapshot, ascending.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        let prefix = prefix.as_ref();
-        Iter::new(self.clone(), prefix.to_vec(), prefix_end(prefix), false)
+        Iter::new(self.clone(), range::prefix_bounds(prefix.as_ref()), false)
     }
 
-    /// The entries whose keys start with `prefix`, descending.
+    /// The entries whose keys start with `prefix`, as of the snapshot, descending.
     pub fn prefix_back(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        let prefix = prefix.as_ref();
-        Iter::new(self.clone(), prefix.to_vec(), prefix_end(prefix), true)
+        Iter::new(self.clone(), range::prefix_bounds(prefix.as_ref()), true)
     }
 }
 
-/// The smallest key above `key`.
-fn successor(key: &[u8]) -> Vec<u8> {
-    let mut next = Vec::with_capacity(key.len() + 1);
-    next.extend_from_slice(key);
-    next.push(0);
-    next
-}
-
-/// The smallest key above every key that starts with `prefix` (`None`: there is none).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
-/// A range as an inclusive lower bound and an exclusive upper one.
-fn bounds<K: AsRef<[u8]>>(range: impl RangeBounds<K>) -> (Vec<u8>, Option<Vec<u8>>) {
-    let low = match range.start_bound() {
-        Bound::Included(key) => key.as_ref().to_vec(),
-        Bound::Excluded(key) => successor(key.as_ref()),
-        Bound::Unbounded => Vec::new(),
-    };
-    let high = match range.end_bound() {
-        Bound::Included(key) => Some(successor(key.as_ref())),
-        Bound::Excluded(key) => Some(key.as_ref().to_vec()),
-        Bound::Unbounded => None,
-    };
-    (low, high)
-}
-
-/// An iterator over a range of one snapshot, in either direction: `(key, value)` pairs,
-/// or an error (a page that cannot be read) after which it ends.
+/// An iterator over a range of one snapshot: `(key, value)` pairs in key order, from both
+/// ends ([`DoubleEndedIterator`]; [`rev`](Iterator::rev) composes, and `next` and
+/// `next_back` may be mixed: they meet in the middle and never return a key twice). It
+/// loads the entries a chunk at a time as it goes, so a long range costs memory for a chunk,
+/// not for the range.
+///
+/// An iterator made by `range_back` or `prefix_back` is *reversed*: its `next` takes from
+/// the back (descending) and `next_back` from the front.
+///
+/// An item is an error when a page or an overflow value cannot be read
+/// ([`Error::Pages`]), or when the store was closed ([`Error::Closed`]); after an error the
+/// iterator ends, from both ends.
 pub struct Iter {
     snapshot: Snapshot,
-    backward: bool,
-    /// What is left to visit: keys from `low` (inclusive) to `high` (exclusive).
+    /// `next` takes from the back end (a `range_back` or `prefix_back` iterator).
+    reversed: bool,
+    /// The bounds it was made with, inclusive and exclusive: `seek` stays within them.
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+    /// Until `exhausted`: what neither end has loaded, the keys from `low` (inclusive) to
+    /// `high` (exclusive). Once `exhausted`: the front end has returned or passed every key
+    /// below `low`, the back end every key from `high` on, and `front` holds the rest.
     low: Vec<u8>,
     high: Option<Vec<u8>>,
-    buffer: VecDeque<(Vec<u8>, Value)>,
-    /// Entries to take from each source at the next refill.
-    chunk: usize,
-    done: bool,
+    /// Nothing is left to load; `back` is empty and `front` holds what is left.
+    exhausted: bool,
+    /// Loaded by the front end and not returned, ascending: all below `low`.
+    front: VecDeque<(Vec<u8>, Value)>,
+    /// Loaded by the back end and not returned, descending: all at or above `high`.
+    back: VecDeque<(Vec<u8>, Value)>,
+    /// Entries each end takes from each source at its next refill.
+    front_chunk: usize,
+    back_chunk: usize,
+    /// An error ended the iteration.
+    failed: bool,
+}
+
+/// An end of an `Iter`: the front takes keys ascending, the back descending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Front,
+    Back,
 }
 
 /// One key's newest entry among the sources: from a memtable (with its sequence number and
@@ -153,27 +238,206 @@ enum Candidate {
 }
 
 impl Iter {
-    fn new(snapshot: Snapshot, low: Vec<u8>, high: Option<Vec<u8>>, backward: bool) -> Iter {
-        let empty = high.as_ref().is_some_and(|high| *high <= low);
+    fn new(snapshot: Snapshot, bounds: KeyBounds, reversed: bool) -> Iter {
+        let exhausted = range::is_empty(&bounds);
+        let (start, end) = bounds;
         Iter {
             snapshot,
-            backward,
-            low,
-            high,
-            buffer: VecDeque::new(),
-            chunk: ITER_CHUNK_FIRST,
-            done: empty,
+            reversed,
+            low: start.clone(),
+            high: end.clone(),
+            start,
+            end,
+            exhausted,
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            front_chunk: ITER_CHUNK_FIRST,
+            back_chunk: ITER_CHUNK_FIRST,
+            failed: false,
         }
     }
 
-    /// Takes the next chunk from every source and keeps what is certain: the keys up to
-    /// the nearest point where some source may have more.
-    fn refill(&mut self) -> Result<()> {
+    /// Moves the end that `next` takes from to `key`, within the bounds the iterator was
+    /// made with: ascending, `next` returns the first key at or after `key`; reversed
+    /// (`range_back`, `prefix_back`), the last key at or before it. Seeking may go back
+    /// over keys `next` returned already, which it then returns again; it never returns
+    /// what the other end (`next_back`) returned. Nothing is read until the next `next`.
+    /// An iterator that ended with an error stays ended.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// for key in ["a", "b", "c", "d"] {
+    ///     db.put(key, "")?;
+    /// }
+    /// let mut iter = db.range("a".."d");
+    /// iter.seek("bb");
+    /// assert_eq!(iter.next().transpose()?.map(|(key, _)| key), Some(b"c".to_vec()));
+    /// let mut back = db.range_back(..);
+    /// back.seek("bb");
+    /// assert_eq!(back.next().transpose()?.map(|(key, _)| key), Some(b"b".to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        if self.failed {
+            return;
+        }
+        if self.reversed {
+            self.seek_back(key.as_ref());
+        } else {
+            self.seek_front(key.as_ref());
+        }
+    }
+
+    /// Puts the front end at the first key at or after `key` (and the range's start).
+    fn seek_front(&mut self, key: &[u8]) {
+        let target = key.max(self.start.as_slice()).to_vec();
+        // Where the back end stands: every key from here on it returned.
+        let back_done = match (self.exhausted, self.back.front()) {
+            (false, Some((largest, _))) => Some(successor(largest)),
+            _ => self.high.clone(),
+        };
+        self.restart(target, back_done);
+    }
+
+    /// Puts the back end at the last key at or before `key` (and below the range's end).
+    fn seek_back(&mut self, key: &[u8]) {
+        let mut target = successor(key);
+        if let Some(end) = self.end.as_ref().filter(|end| **end < target) {
+            target.clone_from(end);
+        }
+        // Where the front end stands: every key below it, it returned.
+        let front_done = match (self.exhausted, self.front.front()) {
+            (false, Some((smallest, _))) => smallest.clone(),
+            _ => self.low.clone(),
+        };
+        self.restart(front_done, Some(target));
+    }
+
+    /// Forgets what was loaded: what is left is the keys from `low` to `high`, loaded
+    /// again as the ends ask.
+    fn restart(&mut self, low: Vec<u8>, high: Option<Vec<u8>>) {
+        self.front.clear();
+        self.back.clear();
+        self.front_chunk = ITER_CHUNK_FIRST;
+        self.back_chunk = ITER_CHUNK_FIRST;
+        self.exhausted = high.as_ref().is_some_and(|high| *high <= low);
+        self.low = low;
+        self.high = high;
+        debug_assert!(self.start <= self.low || self.exhausted);
+        debug_assert!(self.end.is_none() || self.high.is_some());
+    }
+
+    /// Nothing is left to load: the two buffers become one (`front`, ascending), and `low`
+    /// and `high` mark where the ends stand.
+    fn settle(&mut self) {
+        let front_done = self.front.front().map_or_else(|| self.low.clone(), |(k, _)| k.clone());
+        let back_done = match self.back.front() {
+            Some((largest, _)) => Some(successor(largest)),
+            None => self.high.clone(),
+        };
+        // Every key in `back` is above every key in `front`.
+        debug_assert!(match (self.front.back(), self.back.back()) {
+            (Some((a, _)), Some((b, _))) => a < b,
+            _ => true,
+        });
+        while let Some(entry) = self.back.pop_back() {
+            self.front.push_back(entry);
+        }
+        self.low = front_done;
+        self.high = back_done;
+        self.exhausted = true;
+    }
+
+    /// The next entry of `end`, its value not yet read (an overflow value stays a
+    /// reference): from its own buffer, refilled from what is left, and once nothing is,
+    /// from its side of the one buffer the ends share.
+    fn take(&mut self, end: End) -> Option<Result<(Vec<u8>, Value)>> {
+        if self.failed {
+            return None;
+        }
+        if let Err(error) = self.snapshot.inner.check_open() {
+            return Some(Err(self.fail(error)));
+        }
+        if self.exhausted {
+            debug_assert!(self.back.is_empty(), "the back buffer outlived the settle");
+            return match end {
+                End::Front => {
+                    let entry = self.front.pop_front()?;
+                    self.low = successor(&entry.0);
+                    Some(Ok(entry))
+                }
+                End::Back => {
+                    let entry = self.front.pop_back()?;
+                    self.high = Some(entry.0.clone());
+                    Some(Ok(entry))
+                }
+            };
+        }
+        // Bounded: each refill moves `low` or `high` past the keys it loaded, or settles.
+        loop {
+            let entry = match end {
+                End::Front => self.front.pop_front(),
+                End::Back => self.back.pop_front(),
+            };
+            if let Some(entry) = entry {
+                return Some(Ok(entry));
+            }
+            if let Err(error) = self.refill(end) {
+                return Some(Err(self.fail(error)));
+            }
+            if self.exhausted {
+                return self.take(end);
+            }
+        }
+    }
+
+    /// The next entry of `end`, its value read.
+    fn take_entry(&mut self, end: End) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        let (key, value) = match self.take(end)? {
+            Ok(entry) => entry,
+            Err(error) => return Some(Err(error)),
+        };
+        match self.snapshot.resolve(value) {
+            Ok(value) => Some(Ok((key, value))),
+            Err(error) => Some(Err(self.fail(error))),
+        }
+    }
+
+    /// The key `next` would return next, without reading its value.
+    pub(super) fn next_key(&mut self) -> Option<Result<Vec<u8>>> {
+        let end = if self.reversed { End::Back } else { End::Front };
+        Some(self.take(end)?.map(|(key, _)| key))
+    }
+
+    /// Ends the iteration with `error`.
+    fn fail(&mut self, error: Error) -> Error {
+        self.failed = true;
+        self.front.clear();
+        self.back.clear();
+        error
+    }
+
+    /// Takes the next chunk of `end`'s side of what is left from every source, and keeps
+    /// what is certain: the keys up to the nearest point where some source may have more.
+    fn refill(&mut self, end: End) -> Result<()> {
+        debug_assert!(!self.exhausted, "a refill of an exhausted range");
         let snapshot = &self.snapshot;
         let version = &*snapshot.version;
-        let chunk = self.chunk;
-        self.chunk = (chunk * 2).min(ITER_CHUNK_MAX);
-        let backward = self.backward;
+        let backward = end == End::Back;
+        let chunk_next = match end {
+            End::Front => &mut self.front_chunk,
+            End::Back => &mut self.back_chunk,
+        };
+        let chunk = *chunk_next;
+        *chunk_next = (chunk * 2).min(ITER_CHUNK_MAX);
+        let buffer = match end {
+            End::Front => &mut self.front,
+            End::Back => &mut self.back,
+        };
+        let loaded_before = buffer.len();
         let (low, high) = (self.low.as_slice(), self.high.as_deref());
         // The last key of each source that filled its chunk: beyond it, it may hold more.
         let mut horizon: Option<Vec<u8>> = None;
@@ -257,17 +521,24 @@ impl Iter {
                 }
             }
             match best {
-                Candidate::Tree(value) => self.buffer.push_back((key, value)),
+                Candidate::Tree(value) => buffer.push_back((key, value)),
                 Candidate::Memtable(Found { value: Some(value), .. }) => {
-                    self.buffer.push_back((key, Value::inline(value)));
+                    buffer.push_back((key, Value::inline(value)));
                 }
                 Candidate::Memtable(Found { value: None, .. }) => {}
             }
         }
-        match horizon {
-            None => self.done = true,
-            Some(h) if backward => self.high = Some(h),
-            Some(h) => self.low = successor(&h),
+        // What this refill loaded lies inside what was left.
+        assert!(buffer.range(loaded_before..).all(|(key, _)| {
+            key.as_slice() >= low && high.is_none_or(|high| key.as_slice() < high)
+        }));
+        match (horizon, end) {
+            (None, _) => self.settle(),
+            (Some(h), End::Front) => self.low = successor(&h),
+            (Some(h), End::Back) => self.high = Some(h),
+        }
+        if !self.exhausted && self.high.as_ref().is_some_and(|high| *high <= self.low) {
+            self.settle();
         }
         Ok(())
     }
@@ -277,24 +548,12 @@ impl Iterator for Iter {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some((key, value)) = self.buffer.pop_front() {
-                return match self.snapshot.resolve(value) {
-                    Ok(value) => Some(Ok((key, value))),
-                    Err(error) => {
-                        self.done = true;
-                        self.buffer.clear();
-                        Some(Err(error))
-                    }
-                };
-            }
-            if self.done {
-                return None;
-            }
-            if let Err(error) = self.refill() {
-                self.done = true;
-                return Some(Err(error));
-            }
-        }
+        self.take_entry(if self.reversed { End::Back } else { End::Front })
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.take_entry(if self.reversed { End::Front } else { End::Back })
     }
 }

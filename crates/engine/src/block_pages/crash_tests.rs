@@ -5,20 +5,21 @@
 //! writes at 8 B, 512 B and 4 KiB, subsets, prefixes, nothing) must leave exactly the
 //! contents of some checkpoint at or after the last one acknowledged before the crash.
 //!
-//! `TIERKV_ENGINE_SWEEP=full` runs a larger workload.
+//! `TIERKV_ENGINE_SWEEP=full` runs a larger workload. It drives the tree and the pages
+//! directly, below `Db`, so it lives in the crate, beside them.
 
 use std::collections::BTreeMap;
-
 use std::sync::Arc;
 
-use tierkv::block_pages::{BlockPages, Pages, PagesError};
-use tierkv::cache::PageCache;
-use tierkv::meta::Meta;
-use tierkv::page::Value;
-use tierkv::tree::{PageSource, Tree};
 use tierkv_blockstore::{LogStore, StoreOptions};
 use tierkv_io::sim::{seed_from_env, CrashModel, SimFs};
 use tierkv_io::Storage;
+
+use super::{BlockPages, Pages, PagesError};
+use crate::cache::PageCache;
+use crate::meta::Meta;
+use crate::page::Value;
+use crate::tree::{PageSource, Tree};
 
 const MODELS: [CrashModel; 8] = CrashModel::SWEEP;
 

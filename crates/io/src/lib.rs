@@ -56,6 +56,7 @@
 
 mod aligned;
 pub mod cgroup;
+mod crc;
 mod error;
 mod file;
 pub mod futex;
@@ -71,6 +72,7 @@ mod stats;
 pub mod stress;
 
 pub use aligned::AlignedBuf;
+pub use crc::{crc32c, crc32c_parts};
 pub use error::{AlignedItem, Error, FaultErrno, Op, Result};
 pub use file::{File, FileLock, Storage};
 pub use options::{

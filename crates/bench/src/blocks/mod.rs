@@ -29,7 +29,7 @@ pub mod micro;
 pub mod output;
 pub mod pages;
 pub mod plot;
-pub mod zipf;
+pub mod scramble;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

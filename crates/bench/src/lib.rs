@@ -29,6 +29,7 @@ pub mod blocks;
 pub mod device;
 pub mod engine;
 mod lines;
+pub mod scratch;
 mod summary;
 mod svg;
 pub mod tier;

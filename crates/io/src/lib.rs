@@ -60,6 +60,7 @@ mod crc;
 mod error;
 mod file;
 pub mod futex;
+pub mod interrupt;
 pub mod machine;
 mod options;
 mod os;

@@ -107,6 +107,9 @@ pub enum KvCommand {
         /// Entries per atomic batch.
         #[arg(long, default_value_t = 1000)]
         batch: usize,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
     },
     /// Prints every entry as TSV (or JSON lines with --json), for `load`.
     Dump {
@@ -226,7 +229,9 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        KvCommand::Load { store, input, format, batch } => load(&store, &input, &format, batch),
+        KvCommand::Load { store, input, format, batch, quiet } => {
+            load(&store, &input, &format, batch, quiet)
+        }
         KvCommand::Dump { store } => {
             let db = store.open_existing()?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -309,6 +314,7 @@ fn load(
     input: &PathBuf,
     format: &str,
     batch_size: usize,
+    quiet: bool,
 ) -> Result<ExitCode, String> {
     if !matches!(format, "tsv" | "jsonl") {
         return Err(format!("--format must be tsv or jsonl, not {format:?}"));
@@ -321,7 +327,11 @@ fn load(
         Box::new(std::io::BufReader::new(file))
     };
     let size = std::fs::metadata(input).map(|m| m.len()).unwrap_or(0);
-    let bar = if size > 0 { ProgressBar::new(size) } else { ProgressBar::new_spinner() };
+    let bar = match (quiet, size > 0) {
+        (true, _) => ProgressBar::hidden(),
+        (false, true) => ProgressBar::new(size),
+        (false, false) => ProgressBar::new_spinner(),
+    };
     if let Ok(style) = ProgressStyle::with_template(
         "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {msg} (ETA {eta})",
     ) {

@@ -50,7 +50,8 @@ mod tests {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
         assert_eq!(crc32c(b""), 0);
         // Lengths around the short-buffer, folded and wide paths.
-        for len in [1usize, 7, 15, 16, 31, 63, 64, 65, 255, 256, 4095, 4096, 16_384, 65_536, 100_003]
+        for len in
+            [1usize, 7, 15, 16, 31, 63, 64, 65, 255, 256, 4095, 4096, 16_384, 65_536, 100_003]
         {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 131 + 7) as u8).collect();
             let expected = crc32c_bitwise(&bytes);

@@ -77,8 +77,13 @@ fn footer(report: &YcsbReport) -> String {
         report.durability,
         report.records,
         report.warmup_operations,
-        report.threads,
+        thread_counts(report),
     )
+}
+
+/// `2`, or `1, 2, 4` where every engine ran at each.
+fn thread_counts(report: &YcsbReport) -> String {
+    report.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// Every phase of every engine, in the order first run.
@@ -107,16 +112,17 @@ fn phase_label(name: &str) -> String {
 
 /// Ops/s, grouped by phase, one bar per engine.
 fn throughput_chart(report: &YcsbReport) -> BarChart {
+    let several = report.threads.len() > 1;
     BarChart {
-        title: format!("YCSB: operations per second, {} thread(s)", report.threads),
+        title: format!("YCSB: operations per second, {} thread(s)", thread_counts(report)),
         y_label: "ops/s".into(),
         // A failed engine keeps its place in the legend, marked, and has no bars.
         series: report
             .engines
             .iter()
             .map(|run| match run.failure {
-                Some(_) => format!("{} (failed: see the report)", run.engine),
-                None => run.engine.clone(),
+                Some(_) => format!("{} (failed: see the report)", run.label(several)),
+                None => run.label(several),
             })
             .collect(),
         groups: phase_names(report)
@@ -159,6 +165,7 @@ fn mix(name: &str) -> Option<String> {
 /// The latency CDF of each engine and operation type in run phase `name`.
 fn latency_chart(report: &YcsbReport, name: &str) -> LineChart {
     let several = report.engines.len() > 1;
+    let several_counts = report.threads.len() > 1;
     let mut lines = Vec::new();
     for (engine_index, run) in report.engines.iter().enumerate() {
         let Some(phase) = find(&run.phases, name) else { continue };
@@ -170,7 +177,7 @@ fn latency_chart(report: &YcsbReport, name: &str) -> LineChart {
                 false => (COLOURS[place % COLOURS.len()], None),
             };
             let label = match several {
-                true => format!("{} {}", run.engine, stats.operation),
+                true => format!("{} {}", run.label(several_counts), stats.operation),
                 false => stats.operation.clone(),
             };
             lines.push(Line {
@@ -211,7 +218,7 @@ mod tests {
             duration_s: Some(10.0),
             target_ops_per_sec: None,
             warmup_operations: 100,
-            threads: 2,
+            threads: vec![2],
             durability: "none".into(),
             cache_bytes: 4 << 20,
             allocator: "system".into(),

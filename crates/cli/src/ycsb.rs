@@ -91,6 +91,10 @@ pub(crate) struct YcsbArgs {
     /// loaded one).
     #[arg(long, requires = "store")]
     skip_load: bool,
+    /// Run nothing: read this report (a `--report` file of an earlier run), print its
+    /// comparison and write its plots again.
+    #[arg(long, value_name = "FILE")]
+    from_report: Option<PathBuf>,
     /// Internal: the cgroup directory a child process joins before it starts.
     #[arg(long, hide = true)]
     join_cgroup: Option<PathBuf>,
@@ -121,6 +125,13 @@ fn built_engines() -> Vec<&'static str> {
 }
 
 pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
+    if let Some(file) = &args.from_report {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let report: YcsbReport = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a YCSB report: {e}", file.display()))?;
+        return finish(&args, &report);
+    }
     if let Some(dir) = &args.join_cgroup {
         MemoryCgroup::join_dir(dir, std::process::id()).map_err(|e| e.to_string())?;
     }
@@ -224,20 +235,33 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         report.engines.push(run);
     }
     drop(scratch);
+    finish(&args, &report)
+}
+
+/// Prints the comparison of the engines at each thread count, writes the report and the
+/// plots, and says whether every engine ran.
+fn finish(args: &YcsbArgs, report: &YcsbReport) -> Result<ExitCode, String> {
+    let mut engines: Vec<&str> = report.engines.iter().map(|run| run.engine.as_str()).collect();
+    engines.dedup();
     if engines.len() > 1 {
-        for &threads in &args.threads {
-            let runs: Vec<EngineRun> =
-                report.engines.iter().filter(|run| run.threads == threads).cloned().collect();
+        for &threads in &report.threads {
+            // A report of one count records 0 in its runs: every run is at that count.
+            let runs: Vec<EngineRun> = report
+                .engines
+                .iter()
+                .filter(|run| run.threads == threads || run.threads == 0)
+                .cloned()
+                .collect();
             println!("\nops/s, {threads} thread(s); the last row is tierkv ÷ the best peer");
             print!("{}", driver::comparison(&runs));
         }
     }
     if let Some(file) = &args.report.report {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
         std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
     if let Some(dir) = &args.report.plot {
-        for path in plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
+        for path in plot::write_plots(report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", path.display());
         }
     }

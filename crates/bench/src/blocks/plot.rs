@@ -8,8 +8,9 @@
 //!   zero, NaN) draws no bar and no label, never a bar at a made-up height.
 //! - Every plot carries a footer naming the machine's CPU, the kernel, the file system and the
 //!   path: a figure without its machine is not a result.
-//! - The SVG is hand-written like the WAL plots (their text and escape helpers), so this
-//!   builds on a bare CI machine; all text taken from the report is escaped.
+//! - The bars and lines are drawn through plotters (`bars`, `lines`, `canvas`) with no font
+//!   library, so this builds on a bare CI machine; all text taken from the report is
+//!   escaped.
 //!
 //! Must never: write outside `dir`, or panic on a degenerate report (no rows, one value, equal
 //! values, zeros).

@@ -1,8 +1,9 @@
 //! Scratch directories and child processes that do not outlive a run: a `ScratchDir` is a
 //! `tempfile` directory, removed when it is dropped (at the end, on an error return, and on a
-//! panic, which unwinds); and every live one, with every `WatchedChild`, is in a registry
-//! that `remove_all` empties, for the binary's Ctrl-C handler to call before it exits (a
-//! signal's default action would kill the process without running a destructor).
+//! panic, which unwinds); and every live one, with every `WatchedChild` and every
+//! `EmptyDirOnInterrupt` (a memory cgroup's directory, which only `rmdir` removes), is in a
+//! registry that `remove_all` empties, for the binary's Ctrl-C handler to call before it
+//! exits (a signal's default action would kill the process without running a destructor).
 //!
 //! Invariants:
 //! - A directory is in the registry from its creation until it is removed.
@@ -28,10 +29,12 @@ const REMOVE_ATTEMPTS: usize = 5;
 #[derive(Default)]
 struct Registry {
     dirs: Vec<PathBuf>,
+    empty_dirs: Vec<PathBuf>,
     children: Vec<(u32, Arc<Mutex<Child>>)>,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry { dirs: Vec::new(), children: Vec::new() });
+static REGISTRY: Mutex<Registry> =
+    Mutex::new(Registry { dirs: Vec::new(), empty_dirs: Vec::new(), children: Vec::new() });
 
 /// The registry, even if a thread panicked while it held the lock (the lists stay valid).
 fn registry() -> MutexGuard<'static, Registry> {
@@ -131,8 +134,28 @@ impl Drop for WatchedChild {
     }
 }
 
+/// A directory someone else made and removes (a memory cgroup's), which `remove_all` also
+/// removes, with `rmdir` only, once the children are gone. Registered until dropped.
+pub struct EmptyDirOnInterrupt {
+    path: PathBuf,
+}
+
+impl EmptyDirOnInterrupt {
+    /// Registers `path`.
+    pub fn register(path: &Path) -> EmptyDirOnInterrupt {
+        registry().empty_dirs.push(path.to_path_buf());
+        EmptyDirOnInterrupt { path: path.to_path_buf() }
+    }
+}
+
+impl Drop for EmptyDirOnInterrupt {
+    fn drop(&mut self) {
+        registry().empty_dirs.retain(|dir| dir != &self.path);
+    }
+}
+
 /// Kills every registered child, waits for it, then removes every registered scratch
-/// directory; returns the directories it could not remove. For an interrupt handler: the
+/// directory (and empty directory); returns the directories it could not remove. For an interrupt handler: the
 /// process exits right after.
 pub fn remove_all() -> Vec<PathBuf> {
     let mut registry = registry();
@@ -155,6 +178,12 @@ pub fn remove_all() -> Vec<PathBuf> {
         });
         if !removed {
             left.push(dir);
+        }
+    }
+    for dir in registry.empty_dirs.drain(..) {
+        match std::fs::remove_dir(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => left.push(dir),
+            _ => {}
         }
     }
     left
@@ -188,6 +217,15 @@ mod tests {
         let path = message.downcast_ref::<String>().expect("message");
         assert!(!Path::new(path).exists(), "{path}");
         assert!(!registry().dirs.iter().any(|dir| dir.starts_with(parent.path())));
+    }
+
+    #[test]
+    fn an_empty_dir_is_registered_until_dropped() {
+        let parent = tempfile::tempdir().expect("parent");
+        let registered = EmptyDirOnInterrupt::register(parent.path());
+        assert!(registry().empty_dirs.iter().any(|dir| dir == parent.path()));
+        drop(registered);
+        assert!(!registry().empty_dirs.iter().any(|dir| dir == parent.path()));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use tierkv_bench::scratch::{ScratchDir, WatchedChild};
+use tierkv_bench::scratch::{EmptyDirOnInterrupt, ScratchDir, WatchedChild};
 use tierkv_bench::ycsb::driver::{self, EngineRun, PhaseResult, YcsbConfig, YcsbReport};
 use tierkv_bench::ycsb::{plot, WorkloadSpec};
 use tierkv_io::cgroup::MemoryCgroup;
@@ -376,6 +376,8 @@ fn run_child(
             Err(e) => return (Err(format!("cannot make a memory cgroup: {e}")), String::new()),
         },
     };
+    // Ctrl-C removes the group too, once the child in it is killed.
+    let _registered = group.as_ref().map(|group| EmptyDirOnInterrupt::register(group.dir()));
     let how = match &group {
         Some(group) => format!(
             "one process per engine, each in a memory cgroup ({:?}) limited to {} MiB, page \

@@ -451,36 +451,37 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Kv(command) => kv::run(*command),
         Command::Torture { torture } => torture::run(torture),
         Command::Stress { dir, method, duration, workers, seed, report, quiet } => {
-            let mut config = StressConfig::new(dir.as_deref().unwrap_or(Path::new(".")), duration);
+            if duration.is_zero() {
+                return Err("--duration must be positive".into());
+            }
+            // Without --dir, a scratch directory, removed afterwards (on a panic and on
+            // Ctrl-C too).
+            let scratch = match dir {
+                Some(_) => None,
+                None => Some(
+                    ScratchDir::new_in(&std::env::temp_dir(), "tierkv-stress-")
+                        .map_err(|e| format!("cannot make a scratch directory: {e}"))?,
+                ),
+            };
+            let dir = dir.or_else(|| scratch.as_ref().map(|s| s.path().to_path_buf()));
+            let mut config = StressConfig::new(dir.unwrap_or_default(), duration);
             config.method = method;
             config.workers = workers;
             config.seed = seed;
-            stress_run(config, dir.is_none(), report.as_deref(), quiet)
+            let outcome = stress_run(&config, report.as_deref(), quiet);
+            drop(scratch);
+            outcome
         }
     }
 }
 
-/// Runs the remap stress with a progress bar over its duration; in a scratch directory
-/// (removed afterwards, on a panic and on Ctrl-C too) when `scratch`.
+/// Runs the remap stress with a progress bar over its duration, prints and writes its
+/// report.
 fn stress_run(
-    mut config: StressConfig,
-    scratch: bool,
+    config: &StressConfig,
     report_file: Option<&Path>,
     quiet: bool,
 ) -> Result<ExitCode, String> {
-    if config.duration.is_zero() {
-        return Err("--duration must be positive".into());
-    }
-    let scratch = match scratch {
-        true => Some(
-            ScratchDir::new_in(&std::env::temp_dir(), "tierkv-stress-")
-                .map_err(|e| format!("cannot make a scratch directory: {e}"))?,
-        ),
-        false => None,
-    };
-    if let Some(scratch) = &scratch {
-        config.dir = scratch.path().to_path_buf();
-    }
     println!(
         "stress: {} on {}, {} workers + 1 resizer, {:?}, seed {:#x}",
         config.method,
@@ -489,10 +490,8 @@ fn stress_run(
         config.duration,
         config.seed
     );
-    let report =
-        with_timed_bar(config.duration, quiet, || stress::run(&config)).map_err(|e| e.to_string());
-    drop(scratch);
-    let report = report?;
+    let report = with_timed_bar(config.duration, quiet, || stress::run(config))
+        .map_err(|e| e.to_string())?;
     print_stress(&report);
     if let Some(file) = report_file {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;

@@ -290,7 +290,11 @@ fn run_config(
     push(&["--operations", "0", "--duration", &duration, "--warmup", &warmup]);
     push(&["--warmup-first", &warmup_first]);
     push(&["--threads", &threads, "--workloads", &workloads, "--durability", "buffered"]);
-    push(&["--path", &dir.to_string_lossy(), "--quiet", "--report", &json.to_string_lossy()]);
+    push(&["--path", &dir.to_string_lossy(), "--report", &json.to_string_lossy()]);
+    // The child's progress bars (on the stderr it shares) are this run's.
+    if args.report.quiet {
+        push(&["--quiet"]);
+    }
     let cache_bytes = args.cache_size.bytes();
     let tier = ByteSize(tier_bytes).to_string();
     let method = args.read_method.name().to_string();

@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,6 +32,17 @@ struct Registry {
     dirs: Vec<PathBuf>,
     empty_dirs: Vec<PathBuf>,
     children: Vec<(u32, Arc<Mutex<Child>>)>,
+}
+
+/// Set by `remove_all`: from then on no scratch directory is made and no child started (the
+/// process is about to exit, and nothing would remove them).
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+fn refuse_when_closed() -> std::io::Result<()> {
+    match CLOSED.load(Ordering::Acquire) {
+        true => Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted")),
+        false => Ok(()),
+    }
 }
 
 static REGISTRY: Mutex<Registry> =
@@ -58,9 +70,11 @@ impl ScratchDir {
     /// characters.
     pub fn new_in(parent: &Path, prefix: &str) -> std::io::Result<ScratchDir> {
         std::fs::create_dir_all(parent)?;
+        let mut registry = registry();
+        refuse_when_closed()?;
         let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(parent)?;
         let path = dir.path().to_path_buf();
-        registry().dirs.push(path.clone());
+        registry.dirs.push(path.clone());
         Ok(ScratchDir { dir: Some(dir), path })
     }
 
@@ -100,10 +114,13 @@ pub struct WatchedChild {
 impl WatchedChild {
     /// Starts `command` and registers the child.
     pub fn spawn(command: &mut Command) -> std::io::Result<WatchedChild> {
+        // Under the lock, so `remove_all` sees every child started before it closed.
+        let mut registry = registry();
+        refuse_when_closed()?;
         let child = command.spawn()?;
         let id = child.id();
         let child = Arc::new(Mutex::new(child));
-        registry().children.push((id, Arc::clone(&child)));
+        registry.children.push((id, Arc::clone(&child)));
         Ok(WatchedChild { id, child })
     }
 
@@ -159,6 +176,7 @@ impl Drop for EmptyDirOnInterrupt {
 /// process exits right after.
 pub fn remove_all() -> Vec<PathBuf> {
     let mut registry = registry();
+    CLOSED.store(true, Ordering::Release);
     for (_, child) in registry.children.drain(..) {
         let mut child = lock(&child);
         // SIGKILL: an exited child makes these fail, which is fine.

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -346,13 +347,32 @@ fn main() -> ExitCode {
         print_flag_values(&matches);
         return ExitCode::SUCCESS;
     }
-    match run(cli) {
+    let outcome = run(cli);
+    if INTERRUPTED.load(Ordering::Acquire) {
+        // The run ended because the handler stopped its children: the handler is removing
+        // the scratch directories and exits with the signal's code; returning now would end
+        // the process first, with the run's.
+        wait_for_the_interrupt_handler();
+    }
+    match outcome {
         Ok(code) => code,
         Err(message) => {
             eprintln!("tierkv: {message}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Set by the interrupt handler before it does anything else.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Parks until the interrupt handler exits the process; if it has not within a minute (a
+/// directory it cannot remove keeps failing), exits with Ctrl-C's code itself.
+fn wait_for_the_interrupt_handler() -> ! {
+    for _ in 0..600 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::process::exit(130)
 }
 
 /// For `--check-args`: `--name=v1,v2` for each duration (ns), size (bytes) and count flag
@@ -388,6 +408,7 @@ fn print_flag_values(matches: &clap::ArgMatches) {
 /// Ctrl-C or SIGTERM: stop the children, remove the scratch directories, and exit as the
 /// signal would have (128 + its number: 130 for Ctrl-C).
 fn interrupted(signal: i32) {
+    INTERRUPTED.store(true, Ordering::Release);
     let left = tierkv_bench::scratch::remove_all();
     for dir in left {
         eprintln!("tierkv: could not remove {}", dir.display());
@@ -409,17 +430,17 @@ fn with_timed_bar<T>(duration: Duration, quiet: bool, work: impl FnOnce() -> T) 
         bar.set_style(style);
     }
     bar.set_message(format!("{duration:?}"));
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let done = AtomicBool::new(false);
     let result = std::thread::scope(|scope| {
         scope.spawn(|| {
             let started = std::time::Instant::now();
-            while !done.load(std::sync::atomic::Ordering::Acquire) {
+            while !done.load(Ordering::Acquire) {
                 bar.set_position(started.elapsed().as_millis() as u64);
                 std::thread::sleep(tick);
             }
         });
         let result = work();
-        done.store(true, std::sync::atomic::Ordering::Release);
+        done.store(true, Ordering::Release);
         result
     });
     bar.finish_and_clear();

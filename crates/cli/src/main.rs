@@ -32,7 +32,7 @@ use crate::flags::{SIZE, SIZES};
         <DURATION>  5 (seconds), 5s, 1.5s, 500ms, 2m, 1h\n  \
         <SIZE>      4096, 4k, 4K, 4KiB, 64m, 64MiB, 1g, 1GiB (binary: k = 1024)\n  \
         <SIZES>, <COUNTS>, <NAMES>  comma-separated lists: 4k,1m  1,2,4,8  a,b,c\n\
-        Switches: JSON output --json, a run's report --report FILE, no progress bars --quiet."
+        Common flags: --json (JSON output), --report FILE (a run's report), --quiet (no bars)."
 )]
 struct Cli {
     #[command(subcommand)]

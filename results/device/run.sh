@@ -15,11 +15,11 @@ mkdir -p "$disk" "$shm"
 # fio, 3 alternating repeats of 3 s each.
 $tierkv bench device --path "$disk" --methods syscall,direct --ops read,write --patterns seq,rand \
     --sizes 4k,1m --threads 1 --cache warm --file-size 1g --duration 3 --compare-fio --fio-repeats 3 \
-    --quiet --json $out/fio-disk.json | tee $out/fio-disk.txt
+    --quiet --report $out/fio-disk.json | tee $out/fio-disk.txt
 
 # The sweep: every method, op, pattern and cache state, 128 B to 16 MiB, 1 and 2 threads.
 $tierkv bench device --path "$disk" --file-size 512m --duration 0.5 --threads 1,2 --quiet \
-    --json $out/disk.json --csv $out/disk.csv --plot $out/plots-disk | tee $out/disk.txt
+    --report $out/disk.json --csv $out/disk.csv --plot $out/plots-disk | tee $out/disk.txt
 $tierkv bench device --path "$shm" --file-size 512m --duration 0.5 --threads 1,2 --quiet \
-    --json $out/shm.json --csv $out/shm.csv --plot $out/plots-shm | tee $out/shm.txt
+    --report $out/shm.json --csv $out/shm.csv --plot $out/plots-shm | tee $out/shm.txt
 rmdir "$disk" "$shm" 2>/dev/null || true

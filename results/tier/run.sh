@@ -29,18 +29,18 @@ mkdir -p "$dir"
 tierkv=$dir/tierkv
 cp target/release/tierkv "$tierkv"
 common=(bench tier --path "$dir" --threads 2 --tier-backing /dev/shm --quiet)
-$tierkv "${common[@]}" --duration 20 --records 1000000 --cache-mib 256 --tier-mib 512 \
-    --warmup-first 4000000 --warmup 200000 --workloads c,b,a,d --repeats 3 \
-    --readers 8 --writers 0,1,2,4,8 --writers-seconds 3 \
-    --json $out/benefit.json --plot $out/plots-benefit | tee $out/benefit.txt
-$tierkv "${common[@]}" --duration 5 --records 30000 --cache-mib 256 --tier-mib 512 \
-    --warmup-first 300000 --warmup 100000 --workloads a,c --configs no-tier,tier-no-bypass,tier \
+$tierkv "${common[@]}" --duration 20 --records 1000000 --cache-size 256m --tier-size 512m \
+    --read-method direct --warmup-first 4000000 --warmup 200000 --workloads c,b,a,d --repeats 3 \
+    --readers 8 --writers 0,1,2,4,8 --writers-duration 3s \
+    --report $out/benefit.json --plot $out/plots-benefit | tee $out/benefit.txt
+$tierkv "${common[@]}" --duration 5 --records 30000 --cache-size 256m --tier-size 512m \
+    --read-method direct --warmup-first 300000 --warmup 100000 --workloads a,c --configs no-tier,tier-no-bypass,tier \
     --repeats 15 --readers 0 \
-    --json $out/no-benefit.json --plot $out/plots-no-benefit | tee $out/no-benefit.txt
-$tierkv "${common[@]}" --duration 5 --records 250000 --cache-mib 64 --tier-mib 128 \
+    --report $out/no-benefit.json --plot $out/plots-no-benefit | tee $out/no-benefit.txt
+$tierkv "${common[@]}" --duration 5 --records 250000 --cache-size 64m --tier-size 128m \
     --read-method syscall --tier-emulate optane --warmup-first 300000 --warmup 100000 \
     --workloads a,c --configs no-tier,tier-no-bypass,tier --repeats 9 --readers 0 \
-    --json $out/no-benefit-os-cache.json --plot $out/plots-no-benefit-os-cache |
+    --report $out/no-benefit-os-cache.json --plot $out/plots-no-benefit-os-cache |
     tee $out/no-benefit-os-cache.txt
 rm -f "$tierkv"
 rmdir "$dir" 2>/dev/null || true

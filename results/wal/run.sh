@@ -15,6 +15,6 @@ for place in ${PLACES:-disk shm}; do
     [[ $place == shm ]] && dir=$shm
     $tierkv bench wal --path "$dir" --backend file,pmem --threads 1,2,4,8,16 \
         --record-size 64,128,1K,4K --duration 5s --quiet \
-        --json $out/$place.json --plot $out/plots-$place | tee $out/$place.txt
+        --report $out/$place.json --plot $out/plots-$place | tee $out/$place.txt
 done
 rmdir "$disk" "$shm" 2>/dev/null || true

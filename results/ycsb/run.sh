@@ -33,10 +33,10 @@ common=(bench ycsb --engines all --records "${RECORDS:-1000000}" --operations "$
     --workloads a,b,c,f,d,e --durability buffered --path "$dir" --quiet)
 for regime in ${REGIMES:-in-memory out-of-memory}; do
     case $regime in
-        in-memory) limits=(--cache-mib 3072 --isolate) ;;
-        out-of-memory) limits=(--cache-mib 256 --memory-limit-mib 384) ;;
+        in-memory) limits=(--cache-size 3072m --isolate) ;;
+        out-of-memory) limits=(--cache-size 256m --memory-limit 384m) ;;
     esac
-    $tierkv "${common[@]}" "${limits[@]}" --json $out/$regime.json --plot $out/plots-$regime |
+    $tierkv "${common[@]}" "${limits[@]}" --report $out/$regime.json --plot $out/plots-$regime |
         tee $out/$regime.txt ||
         echo "run.sh: an engine failed in the $regime regime; its report says why" >&2
 done

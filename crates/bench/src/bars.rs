@@ -1,17 +1,17 @@
-//! Bar charts as hand-written SVG, shared by the benchmarks' plots: grouped bars with a
-//! reference tick over each (a seed's figure, a bound), on a linear axis from 0 or a
-//! logarithmic one when the values span decades.
+//! Bar charts, shared by the benchmarks' plots: grouped bars with a reference tick over each
+//! (a seed's figure, a bound), on a linear axis from 0 or a logarithmic one when the values
+//! span decades, drawn through plotters (`canvas`).
 //!
 //! Invariants:
 //! - Each series has one fixed colour; a missing value (a skipped cell, zero, NaN) draws no
 //!   bar and no label, never a bar at a made-up height.
-//! - All text taken from a report is escaped.
+//! - Value labels never overlap: a label wider than its bar is turned to read upwards, and the
+//!   axis gets the headroom above the tallest bar that such a label needs.
+//! - All text taken from a report is escaped (by the backend).
 //!
 //! Must never: panic on a degenerate chart (no groups, one value, equal values, zeros).
 
-use std::fmt::Write as _;
-
-use crate::svg::{escape, plottable, text};
+use crate::canvas::{draw_svg, plottable, text_width_px, Anchor, Canvas, Drawn};
 
 pub(crate) const WIDTH_PX: f64 = 1080.0;
 pub(crate) const HEIGHT_PX: f64 = 560.0;
@@ -153,142 +153,152 @@ pub(crate) fn number(value: f64) -> String {
     }
 }
 
-pub(crate) fn svg_start(svg: &mut String, title: &str) {
-    let _ = write!(
-        svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH_PX}\" height=\"{HEIGHT_PX}\" \
-         viewBox=\"0 0 {WIDTH_PX} {HEIGHT_PX}\" font-family=\"sans-serif\">\n\
-         <rect x=\"0\" y=\"0\" width=\"{WIDTH_PX}\" height=\"{HEIGHT_PX}\" fill=\"white\"/>\n"
-    );
-    text(svg, WIDTH_PX / 2.0, 30.0, 15, "middle", "", title);
+/// Size of a value label over a bar, pixels.
+const VALUE_LABEL_PX: f64 = 10.0;
+
+/// The title, centred over the plot.
+pub(crate) fn draw_title(canvas: &mut Canvas<'_>, title: &str) {
+    canvas.text(WIDTH_PX / 2.0, 30.0, 15.0, Anchor::Middle, "", title);
 }
 
-pub(crate) fn svg_end(svg: &mut String, y_label: &str, footer: &str) {
-    let _ = writeln!(
-        svg,
-        "<rect x=\"{PLOT_LEFT_PX}\" y=\"{PLOT_TOP_PX}\" width=\"{}\" height=\"{}\" fill=\"none\" \
-         stroke=\"black\"/>",
+/// The frame of the plotting area, the y axis' label and the footer, one line per line of
+/// it, the last at the bottom.
+pub(crate) fn draw_frame(canvas: &mut Canvas<'_>, y_label: &str, footer: &str) {
+    canvas.rect(
+        PLOT_LEFT_PX,
+        PLOT_TOP_PX,
         PLOT_RIGHT_PX - PLOT_LEFT_PX,
-        PLOT_BOTTOM_PX - PLOT_TOP_PX
+        PLOT_BOTTOM_PX - PLOT_TOP_PX,
+        None,
+        Some("black"),
     );
-    let (x, y) = (22.0, (PLOT_TOP_PX + PLOT_BOTTOM_PX) / 2.0);
-    let _ = writeln!(
-        svg,
-        "<text x=\"{x}\" y=\"{y}\" font-size=\"13\" text-anchor=\"middle\" \
-         transform=\"rotate(-90 {x} {y})\">{}</text>",
-        escape(y_label)
-    );
-    // One line per line of the footer, the last at the bottom.
+    canvas.text_up(22.0, (PLOT_TOP_PX + PLOT_BOTTOM_PX) / 2.0, 13.0, Anchor::Middle, "", y_label);
     let lines: Vec<&str> = footer.lines().collect();
     for (index, line) in lines.iter().enumerate() {
         let y = HEIGHT_PX - 14.0 - 15.0 * (lines.len() - 1 - index) as f64;
-        text(svg, 10.0, y, 11, "start", "#444444", line);
+        canvas.text(10.0, y, 11.0, Anchor::Start, "#444444", line);
     }
-    svg.push_str("</svg>\n");
 }
 
-pub(crate) fn y_grid(svg: &mut String, axis: &Axis) {
+/// The y axis' grid lines and tick labels.
+pub(crate) fn draw_y_grid(canvas: &mut Canvas<'_>, axis: &Axis) {
     for (value, label) in axis.ticks() {
         let y = PLOT_BOTTOM_PX - axis.fraction(value) * (PLOT_BOTTOM_PX - PLOT_TOP_PX);
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{}\" y1=\"{y:.1}\" x2=\"{PLOT_RIGHT_PX}\" y2=\"{y:.1}\" stroke=\"#e5e5e5\"/>",
-            PLOT_LEFT_PX - 5.0
-        );
-        text(svg, PLOT_LEFT_PX - 8.0, y + 4.0, 11, "end", "", &label);
+        canvas.line((PLOT_LEFT_PX - 5.0, y), (PLOT_RIGHT_PX, y), "#e5e5e5", 1.0, None);
+        canvas.text(PLOT_LEFT_PX - 8.0, y + 4.0, 11.0, Anchor::End, "", &label);
     }
 }
 
-pub(crate) fn render_bars(chart: &BarChart, footer: &str) -> String {
-    let values = chart
+/// Whether a value's label fits over a bar of `bar_px` level; if not it reads upwards.
+fn label_fits_level(label: &str, bar_px: f64) -> bool {
+    text_width_px(label, VALUE_LABEL_PX) <= bar_px
+}
+
+/// The y axis of `chart`: over its values and references, with room over the tallest bar
+/// for its label when the labels read upwards.
+fn bar_axis(chart: &BarChart, bar_px: f64) -> Axis {
+    let values = || {
+        chart
+            .groups
+            .iter()
+            .flat_map(|g| g.bars.iter().flat_map(|b| [b.value, b.reference]))
+            .flatten()
+    };
+    let axis = Axis::for_values(values());
+    let plot_px = PLOT_BOTTOM_PX - PLOT_TOP_PX;
+    // Each upright label's bar, with the fraction of the plot its label needs above it
+    // (capped, so a plot too short for a label still has room for its bar).
+    let upright: Vec<(f64, f64)> = chart
         .groups
         .iter()
-        .flat_map(|g| g.bars.iter().flat_map(|b| [b.value, b.reference]))
-        .flatten();
-    let axis = Axis::for_values(values);
-    let mut svg = String::new();
-    svg_start(&mut svg, &chart.title);
-    y_grid(&mut svg, &axis);
+        .flat_map(|g| &g.bars)
+        .filter_map(|bar| bar.value.filter(|&v| plottable(v)))
+        .map(|value| (value, number(value)))
+        .filter(|(_, label)| !label_fits_level(label, bar_px))
+        .map(|(value, label)| {
+            (value, ((text_width_px(&label, VALUE_LABEL_PX) + 8.0) / plot_px).min(0.8))
+        })
+        .collect();
+    if upright.iter().all(|&(value, room)| axis.fraction(value) + room <= 1.0) {
+        return axis;
+    }
+    // Raise the top until each such bar ends at most 1 - room of the way up.
+    match axis {
+        Axis::Linear { max, .. } => {
+            let top = upright.iter().map(|&(value, room)| value / (1.0 - room)).fold(max, f64::max);
+            Axis::linear(top)
+        }
+        Axis::Log { lo, hi } => {
+            let top = upright
+                .iter()
+                .map(|&(value, room)| {
+                    f64::from(lo) + (value.log10() - f64::from(lo)) / (1.0 - room)
+                })
+                .fold(f64::from(hi), f64::max);
+            Axis::Log { lo, hi: top.ceil() as i32 }
+        }
+    }
+}
+
+/// Renders `chart` with `footer` under it.
+pub(crate) fn render_bars(chart: &BarChart, footer: &str) -> Drawn {
     let groups = chart.groups.len().max(1) as f64;
     let group_px = (PLOT_RIGHT_PX - PLOT_LEFT_PX) / groups;
     let series = chart.series.len().max(1) as f64;
     let bar_px = group_px * 0.8 / series;
-    let y_of = |v: f64| PLOT_BOTTOM_PX - axis.fraction(v) * (PLOT_BOTTOM_PX - PLOT_TOP_PX);
-    for (g, group) in chart.groups.iter().enumerate() {
-        let left = PLOT_LEFT_PX + g as f64 * group_px + group_px * 0.1;
-        for (b, bar) in group.bars.iter().enumerate() {
-            let x = left + b as f64 * bar_px;
-            let colour = COLOURS[b % COLOURS.len()];
-            if let Some(value) = bar.value.filter(|&v| plottable(v)) {
-                let y = y_of(value);
-                let _ = writeln!(
-                    svg,
-                    "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
-                     fill=\"{colour}\"/>",
-                    (bar_px - 2.0).max(1.0),
-                    (PLOT_BOTTOM_PX - y).max(0.0)
-                );
-                text(&mut svg, x + bar_px / 2.0, y - 4.0, 10, "middle", "", &number(value));
+    let axis = bar_axis(chart, bar_px - 2.0);
+    draw_svg(WIDTH_PX as u32, HEIGHT_PX as u32, |canvas| {
+        draw_title(canvas, &chart.title);
+        draw_y_grid(canvas, &axis);
+        let y_of = |v: f64| PLOT_BOTTOM_PX - axis.fraction(v) * (PLOT_BOTTOM_PX - PLOT_TOP_PX);
+        for (g, group) in chart.groups.iter().enumerate() {
+            let left = PLOT_LEFT_PX + g as f64 * group_px + group_px * 0.1;
+            for (b, bar) in group.bars.iter().enumerate() {
+                let x = left + b as f64 * bar_px;
+                let colour = COLOURS[b % COLOURS.len()];
+                if let Some(value) = bar.value.filter(|&v| plottable(v)) {
+                    let y = y_of(value);
+                    let width = (bar_px - 2.0).max(1.0);
+                    canvas.rect(x, y, width, (PLOT_BOTTOM_PX - y).max(0.0), Some(colour), None);
+                    let label = number(value);
+                    let middle = x + width / 2.0;
+                    if label_fits_level(&label, bar_px - 2.0) {
+                        canvas.text(middle, y - 4.0, VALUE_LABEL_PX, Anchor::Middle, "", &label);
+                    } else {
+                        canvas.text_up(middle, y - 4.0, VALUE_LABEL_PX, Anchor::Start, "", &label);
+                    }
+                }
+                if let Some(reference) = bar.reference.filter(|&v| plottable(v)) {
+                    let y = y_of(reference);
+                    canvas.line((x, y), (x + bar_px - 2.0, y), "black", 3.0, None);
+                }
             }
-            if let Some(reference) = bar.reference.filter(|&v| plottable(v)) {
-                let y = y_of(reference);
-                let _ = writeln!(
-                    svg,
-                    "<line x1=\"{x:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"black\" \
-                     stroke-width=\"3\"/>",
-                    x + bar_px - 2.0
-                );
-            }
+            let middle = PLOT_LEFT_PX + (g as f64 + 0.5) * group_px;
+            canvas.text(middle, PLOT_BOTTOM_PX + 18.0, 11.0, Anchor::Middle, "", &group.label);
         }
-        text(
-            &mut svg,
-            PLOT_LEFT_PX + (g as f64 + 0.5) * group_px,
-            PLOT_BOTTOM_PX + 18.0,
-            11,
-            "middle",
-            "",
-            &group.label,
-        );
-    }
-    if chart.groups.is_empty() {
-        text(
-            &mut svg,
-            (PLOT_LEFT_PX + PLOT_RIGHT_PX) / 2.0,
-            250.0,
-            14,
-            "middle",
-            "#7f7f7f",
-            "no data",
-        );
-    }
-    let mut legend_y = PLOT_TOP_PX + 10.0;
-    for (index, name) in chart.series.iter().enumerate() {
-        let _ = writeln!(
-            svg,
-            "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"14\" fill=\"{}\"/>",
-            PLOT_RIGHT_PX + 12.0,
-            legend_y - 10.0,
-            COLOURS[index % COLOURS.len()]
-        );
-        text(&mut svg, PLOT_RIGHT_PX + 32.0, legend_y + 2.0, 11, "start", "", name);
-        legend_y += 22.0;
-    }
-    if let Some(label) = &chart.reference_label {
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{}\" y1=\"{legend_y:.1}\" x2=\"{}\" y2=\"{legend_y:.1}\" stroke=\"black\" \
-             stroke-width=\"3\"/>",
-            PLOT_RIGHT_PX + 12.0,
-            PLOT_RIGHT_PX + 26.0
-        );
-        text(&mut svg, PLOT_RIGHT_PX + 32.0, legend_y + 4.0, 11, "start", "", label);
-        legend_y += 22.0;
-    }
-    if matches!(axis, Axis::Log { .. }) {
-        text(&mut svg, PLOT_RIGHT_PX + 12.0, legend_y + 4.0, 11, "start", "#555555", "log scale");
-    }
-    svg_end(&mut svg, &chart.y_label, footer);
-    svg
+        if chart.groups.is_empty() {
+            let middle = (PLOT_LEFT_PX + PLOT_RIGHT_PX) / 2.0;
+            canvas.text(middle, 250.0, 14.0, Anchor::Middle, "#7f7f7f", "no data");
+        }
+        let mut legend_y = PLOT_TOP_PX + 10.0;
+        for (index, name) in chart.series.iter().enumerate() {
+            let colour = COLOURS[index % COLOURS.len()];
+            canvas.rect(PLOT_RIGHT_PX + 12.0, legend_y - 10.0, 14.0, 14.0, Some(colour), None);
+            canvas.text(PLOT_RIGHT_PX + 32.0, legend_y + 2.0, 11.0, Anchor::Start, "", name);
+            legend_y += 22.0;
+        }
+        if let Some(label) = &chart.reference_label {
+            let from = (PLOT_RIGHT_PX + 12.0, legend_y);
+            canvas.line(from, (PLOT_RIGHT_PX + 26.0, legend_y), "black", 3.0, None);
+            canvas.text(PLOT_RIGHT_PX + 32.0, legend_y + 4.0, 11.0, Anchor::Start, "", label);
+            legend_y += 22.0;
+        }
+        if matches!(axis, Axis::Log { .. }) {
+            let x = PLOT_RIGHT_PX + 12.0;
+            canvas.text(x, legend_y + 4.0, 11.0, Anchor::Start, "#555555", "log scale");
+        }
+        draw_frame(canvas, &chart.y_label, footer);
+    })
 }
 
 #[cfg(test)]
@@ -321,5 +331,42 @@ mod tests {
         assert_eq!(number(1.25), "1.2");
         assert_eq!(number(0.5), "0.5");
         assert_eq!(number(0.25), "0.25");
+    }
+
+    fn chart(groups: usize, series: usize, value: f64) -> BarChart {
+        BarChart {
+            title: "t <&>".into(),
+            y_label: "ops/s".into(),
+            series: (0..series).map(|s| format!("engine {s}")).collect(),
+            groups: (0..groups)
+                .map(|g| Group {
+                    label: format!("{g}"),
+                    bars: (0..series)
+                        .map(|s| Bar { value: Some(value * (1 + s + g) as f64), reference: None })
+                        .collect(),
+                })
+                .collect(),
+            reference_label: None,
+        }
+    }
+
+    #[test]
+    fn wide_bars_label_level_and_narrow_ones_upright_with_room() {
+        let wide = render_bars(&chart(2, 2, 123.0), "footer").expect("drawn");
+        assert!(wide.contains(">\n123\n</text>"), "{wide}");
+        assert_eq!(wide.matches("rotate(270").count(), 1, "the y label; values fit level");
+        assert!(wide.contains("t &lt;&amp;&gt;"));
+        // 7 groups of 7 engines, as YCSB draws: 12 px bars, labels like 1.234M read upwards.
+        let narrow = chart(7, 7, 1_234_567.0);
+        let svg = render_bars(&narrow, "footer").expect("drawn");
+        assert_eq!(svg.matches("rotate(270").count(), 49 + 1, "49 values and the y label");
+        // The tallest label still ends inside the plot: the axis grew above the bars.
+        let bar_px = (PLOT_RIGHT_PX - PLOT_LEFT_PX) / 7.0 * 0.8 / 7.0 - 2.0;
+        let axis = bar_axis(&narrow, bar_px);
+        let top = 1_234_567.0 * 13.0;
+        let room = (PLOT_BOTTOM_PX - PLOT_TOP_PX) * (1.0 - axis.fraction(top));
+        assert!(room >= text_width_px(&number(top), VALUE_LABEL_PX), "{room}");
+        let empty = BarChart { groups: Vec::new(), ..chart(0, 1, 1.0) };
+        assert!(render_bars(&empty, "f").expect("drawn").contains("no data"));
     }
 }

@@ -26,11 +26,12 @@
 
 mod bars;
 pub mod blocks;
+mod canvas;
 pub mod device;
 pub mod engine;
 mod lines;
+pub mod scratch;
 mod summary;
-mod svg;
 pub mod tier;
 pub mod torture;
 pub mod wal;

@@ -26,10 +26,10 @@ use serde::{Deserialize, Serialize};
 use tierkv_tiercache::{Admission, AdmitSource, SlowTier, TierCache, TierKey, TierOptions};
 
 use crate::bars::{render_bars, Bar, BarChart, Group};
+use crate::canvas::write_svg;
 use crate::device::{BenchError, Machine};
 use crate::lines::{render_lines, Line, LineChart, Scale};
 use crate::summary::{median, median_of_present};
-use crate::svg::write_svg;
 use crate::ycsb::driver::{EngineRun, PhaseResult};
 
 pub use tierkv_io::RegionBacking;
@@ -369,7 +369,7 @@ impl TierReport {
                     .collect(),
                 reference_label: None,
             };
-            written.push(write_svg(dir, "throughput.svg", &render_bars(&chart, &footer))?);
+            written.push(write_svg(dir, "throughput.svg", render_bars(&chart, &footer))?);
         }
         if !self.writers.is_empty() {
             let mut tiers: Vec<&str> = Vec::new();
@@ -404,7 +404,7 @@ impl TierReport {
                 bound: None,
                 shades: Vec::new(),
             };
-            written.push(write_svg(dir, "readers-vs-writers.svg", &render_lines(&chart, &footer))?);
+            written.push(write_svg(dir, "readers-vs-writers.svg", render_lines(&chart, &footer))?);
         }
         Ok(written)
     }
@@ -569,7 +569,7 @@ mod tests {
         let written = report.write_plots(&dir.path().join("plots")).expect("plots");
         assert_eq!(written.len(), 1);
         let svg = std::fs::read_to_string(&written[0]).expect("svg");
-        assert!(svg.contains(">optane</text>") && svg.contains(">dram</text>"), "{svg}");
+        assert!(svg.contains(">\noptane\n</text>") && svg.contains(">\ndram\n</text>"), "{svg}");
     }
 
     /// Per-phase hit ratios and bypass time come from the differences of the cumulative

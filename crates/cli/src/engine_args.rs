@@ -7,13 +7,15 @@ use std::path::PathBuf;
 use clap::Args;
 use tierkv::{AccessMethod, Backend, Codec, Options, RegionBacking, SlowTier, TierOptions};
 
+use crate::flags::{parse_size, ByteSize, SIZE};
+
 /// How the engine is set up: its memory budget, placement and compression. Shared by the
 /// key-value subcommands and `bench engine`.
 #[derive(Args, Clone)]
 pub struct EngineArgs {
-    /// The engine's memory budget in MiB: the page cache and the memtables together.
-    #[arg(long, default_value_t = 256)]
-    pub cache_mib: usize,
+    /// The engine's memory budget: the page cache and the memtables together.
+    #[arg(long, default_value = "256m", value_name = SIZE, value_parser = parse_size)]
+    pub cache_size: ByteSize,
     /// Read method: syscall, direct or mmap.
     #[arg(long, default_value = "syscall")]
     pub read_method: AccessMethod,
@@ -30,10 +32,10 @@ pub struct EngineArgs {
     /// Page compression on disk: none, lz4 or zstd.
     #[arg(long, default_value = "none")]
     pub compression: Codec,
-    /// MiB of a tier cache (seed 002's NVCache) on a memory tier, besides --cache-mib;
+    /// Size of a tier cache (seed 002's NVCache) on a memory tier, besides --cache-size;
     /// 0: none.
-    #[arg(long, default_value_t = 0)]
-    pub tier_mib: u64,
+    #[arg(long, default_value = "0", value_name = SIZE, value_parser = parse_size)]
+    pub tier_size: ByteSize,
     /// Where the tier's memory comes from: `anonymous`, or a path (a file to create, or a
     /// directory such as /dev/shm or a DAX mount to create it in; unlinked once mapped).
     #[arg(long, default_value = "anonymous")]
@@ -71,7 +73,8 @@ impl EngineArgs {
     /// `options` with these settings.
     pub fn apply(&self, options: Options) -> Options {
         Options {
-            cache_size: self.cache_mib << 20,
+            // A budget past the address space is no budget: the most there is.
+            cache_size: usize::try_from(self.cache_size.bytes()).unwrap_or(usize::MAX),
             read_method: self.read_method,
             log_dir: self.log_dir.clone(),
             log_backend: self.log_backend,
@@ -81,9 +84,9 @@ impl EngineArgs {
         }
     }
 
-    /// The tier's options, when --tier-mib asks for one.
+    /// The tier's options, when --tier-size asks for one.
     pub fn tier(&self) -> Option<TierOptions> {
-        if self.tier_mib == 0 {
+        if self.tier_size.bytes() == 0 {
             return None;
         }
         let backing = match self.tier_backing.as_str() {
@@ -101,7 +104,7 @@ impl EngineArgs {
             cache_on_checkpoint: self.tier_cache_on_checkpoint,
             cache_on_write: self.tier_cache_on_write,
             emulation: self.tier_emulate.clone(),
-            ..TierOptions::new(self.tier_mib << 20)
+            ..TierOptions::new(self.tier_size.bytes())
         })
     }
 }

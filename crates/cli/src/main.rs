@@ -5,32 +5,48 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use tierkv_bench::blocks::{self as blocks_bench, BlocksBenchConfig, Distribution, MicroPattern};
 use tierkv_bench::device::{self, CacheState, DeviceConfig, IoOp, Pattern};
 use tierkv_bench::engine::{self as engine_bench, EngineBenchConfig, Workload};
+use tierkv_bench::scratch::ScratchDir;
 use tierkv_bench::wal::{self as wal_bench, WalBenchConfig};
 use tierkv_io::stress::{self, StressConfig, StressReport};
 use tierkv_io::{pmem, AccessMethod, OpenOptions, Storage};
 use tierkv_wal::{Backend, Durability};
 
+use crate::flags::{parse_count, parse_duration, parse_size, ByteSize, COUNTS, DURATION, NAMES};
+use crate::flags::{SIZE, SIZES};
+
 #[derive(Parser)]
 #[command(
     name = "tierkv",
     version,
-    about = "tierkv: an embedded, crash-safe, ordered key-value engine for tiered memory and storage"
+    about = "tierkv: an embedded, crash-safe, ordered key-value engine for tiered memory and storage",
+    after_help = "Values, in every subcommand:\n  \
+        <DURATION>  5 (seconds), 5s, 1.5s, 500ms, 2m, 1h\n  \
+        <SIZE>      4096, 4k, 4K, 4KiB, 64m, 64MiB, 1g, 1GiB (binary: k = 1024)\n  \
+        <SIZES>, <COUNTS>, <NAMES>  comma-separated lists: 4k,1m  1,2,4,8  a,b,c\n\
+        Common flags: --json (JSON output), --report FILE (a run's report), --quiet (no bars)."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Parse the command line, print the value of each duration, size and count flag given
+    /// (durations in nanoseconds, sizes in bytes), and run nothing: for the test of the flag
+    /// grammar (crates/cli/tests/flags.rs).
+    #[arg(long, hide = true, global = true)]
+    check_args: bool,
 }
 
 mod allocator;
 mod engine_args;
+mod flags;
 mod kv;
 mod load;
 mod text;
@@ -51,6 +67,9 @@ enum Command {
         /// A file or directory to describe (default: the current directory).
         #[arg(long, default_value = ".")]
         path: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Stress the lock-free remap protocol: workers read and write self-verifying blocks
     /// through a mapping while a resizer grows and truncates the file without pause.
@@ -61,9 +80,9 @@ enum Command {
         /// Access method: mmap or pmem.
         #[arg(long, default_value = "mmap")]
         method: AccessMethod,
-        /// Seconds to run.
-        #[arg(long, default_value_t = 60.0)]
-        seconds: f64,
+        /// How long to run.
+        #[arg(long, default_value = "60s", value_name = DURATION, value_parser = parse_duration)]
+        duration: Duration,
         /// Worker threads (the resizer is one more).
         #[arg(long, default_value_t = 4)]
         workers: usize,
@@ -71,8 +90,11 @@ enum Command {
         #[arg(long, default_value_t = 0x5eed_0001)]
         seed: u64,
         /// Also write the report as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+        /// No progress bar.
         #[arg(long)]
-        json: Option<PathBuf>,
+        quiet: bool,
     },
     /// Reliability tests: the kill -9 loop.
     Torture {
@@ -100,7 +122,7 @@ enum Bench {
     Blocks(Box<BlocksArgs>),
     /// The engine: db_bench's workloads (fillseq, fillrandom, readrandom, readseq,
     /// seekrandom, overwrite, readwhilewriting) on a store in a temporary directory.
-    Engine(Box<EngineArgs>),
+    Engine(Box<EngineBenchArgs>),
     /// YCSB's core workloads A–F: a load phase, then each workload's run phase, with latency
     /// percentiles per operation type, on tierkv and (built with `--features peers`)
     /// RocksDB, LMDB, WiredTiger, SQLite, redb and fjall, side by side.
@@ -115,10 +137,10 @@ enum Bench {
 #[derive(Args)]
 struct ReportArgs {
     /// Write the report as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// Write SVG plots into this directory.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
@@ -126,7 +148,7 @@ struct ReportArgs {
 }
 
 #[derive(Args)]
-struct EngineArgs {
+struct EngineBenchArgs {
     /// Directory under which the store is made (default: the system's temporary directory).
     #[arg(long)]
     path: Option<PathBuf>,
@@ -136,22 +158,22 @@ struct EngineArgs {
     /// Lookups per read workload (default: --num).
     #[arg(long)]
     reads: Option<u64>,
-    /// Bytes of each value.
-    #[arg(long, default_value_t = 100)]
-    value_size: usize,
+    /// Size of each value.
+    #[arg(long, default_value = "100", value_name = SIZE, value_parser = parse_size)]
+    value_size: ByteSize,
     /// Workloads in order, comma-separated, or `all`; default: the quick run (fillrandom,
     /// readrandom, seekrandom, overwrite).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = NAMES)]
     workloads: Vec<String>,
     /// Durability of every put: sync, buffered or none.
     #[arg(long, default_value = "sync")]
     durability: String,
     #[command(flatten)]
     engine: kv::EngineArgs,
-    /// Run nothing: read this report (a `--json` file of an earlier run) and print its table
-    /// and write its plots again.
-    #[arg(long, value_name = "JSON")]
-    from_json: Option<PathBuf>,
+    /// Run nothing: read this report (a `--report` file of an earlier run) and print its
+    /// table and write its plots again.
+    #[arg(long, value_name = "FILE")]
+    from_report: Option<PathBuf>,
     /// After the workloads, reopen the store with the syscall and the mmap read method in
     /// turn, this many times each, and time random lookups on a cold engine cache.
     #[arg(long, default_value_t = 0)]
@@ -172,24 +194,24 @@ struct BlocksArgs {
     #[arg(long, default_value_t = 50)]
     bandwidth_repeats: usize,
     /// Micro-benchmark patterns (comma-separated): random, strided, sequential.
-    #[arg(long, value_delimiter = ',', default_value = "random,strided,sequential")]
+    #[arg(long, value_delimiter = ',', default_value = "random,strided,sequential", value_name = NAMES)]
     patterns: Vec<MicroPattern>,
     /// Size of the preallocated file the micro-benchmarks write into.
-    #[arg(long, default_value = "64m", value_parser = device::parse_bytes)]
-    file_size: u64,
+    #[arg(long, default_value = "64m", value_name = SIZE, value_parser = parse_size)]
+    file_size: ByteSize,
     /// Distance between the blocks of the strided pattern, in blocks.
     #[arg(long, default_value_t = 8)]
     stride_blocks: u64,
     /// Page sizes of the page-update workload.
-    #[arg(long, value_delimiter = ',', default_value = "4k,16k", value_parser = device::parse_bytes)]
-    page_sizes: Vec<u64>,
-    /// MiB of pages in the data set (page updates and the overwrite test); the bench holds
+    #[arg(long, value_delimiter = ',', default_value = "4k,16k", value_name = SIZES, value_parser = parse_size)]
+    page_sizes: Vec<ByteSize>,
+    /// Size of the data set's pages (page updates and the overwrite test); the bench holds
     /// them in memory, as a buffer pool would.
-    #[arg(long, default_value_t = 256)]
-    pages_mib: u64,
-    /// Seconds of page updates per mode per page size (a trailing `s` is accepted).
-    #[arg(long, default_value = "30", value_parser = parse_seconds)]
-    duration: f64,
+    #[arg(long, default_value = "256m", value_name = SIZE, value_parser = parse_size)]
+    data_size: ByteSize,
+    /// Page updates per mode per page size last this long.
+    #[arg(long, default_value = "30s", value_name = DURATION, value_parser = parse_duration)]
+    duration: Duration,
     /// Run exactly this many page updates per mode instead of `--duration`.
     #[arg(long)]
     updates: Option<u64>,
@@ -209,12 +231,13 @@ struct BlocksArgs {
     /// Pages per atomic group of a flush, at most.
     #[arg(long, default_value_t = 256)]
     group_pages: usize,
-    /// Minutes of the sustained-overwrite test of the log store's space amplification (0: off).
-    #[arg(long, default_value_t = 0.0)]
-    overwrite_minutes: f64,
+    /// Length of the sustained-overwrite test of the log store's space amplification
+    /// (0: off).
+    #[arg(long, default_value = "0", value_name = DURATION, value_parser = parse_duration)]
+    overwrite_duration: Duration,
     /// Page size of the sustained-overwrite test.
-    #[arg(long, default_value = "4k", value_parser = device::parse_bytes)]
-    overwrite_page_size: u64,
+    #[arg(long, default_value = "4k", value_name = SIZE, value_parser = parse_size)]
+    overwrite_page_size: ByteSize,
     /// Seed of every random choice.
     #[arg(long, default_value_t = blocks_bench::DEFAULT_SEED)]
     seed: u64,
@@ -228,23 +251,23 @@ struct WalArgs {
     #[arg(long)]
     path: PathBuf,
     /// Log backends (comma-separated): file, pmem.
-    #[arg(long, value_delimiter = ',', default_value = "file,pmem")]
+    #[arg(long, value_delimiter = ',', default_value = "file,pmem", value_name = NAMES)]
     backend: Vec<Backend>,
     /// Appender thread counts.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16", value_name = COUNTS, value_parser = parse_count)]
     threads: Vec<usize>,
     /// Record payload sizes (64, 128, 1k, 4k, ...).
-    #[arg(long, value_delimiter = ',', default_value = "64,128,1k,4k", value_parser = device::parse_bytes)]
-    record_size: Vec<u64>,
-    /// Seconds per point (a trailing `s` is accepted: 5s).
-    #[arg(long, default_value = "5", value_parser = parse_seconds)]
-    duration: f64,
+    #[arg(long, value_delimiter = ',', default_value = "64,128,1k,4k", value_name = SIZES, value_parser = parse_size)]
+    record_size: Vec<ByteSize>,
+    /// Length of each point.
+    #[arg(long, default_value = "5s", value_name = DURATION, value_parser = parse_duration)]
+    duration: Duration,
     /// Durability of each append: sync, buffered, none.
     #[arg(long, default_value = "sync", value_parser = parse_durability)]
     durability: Durability,
     /// Segment size of the logs.
-    #[arg(long, default_value = "64m", value_parser = device::parse_bytes)]
-    segment_size: u64,
+    #[arg(long, default_value = "64m", value_name = SIZE, value_parser = parse_size)]
+    segment_size: ByteSize,
     /// Trials of each 1-appender file point, each between two measurements of the fdatasync
     /// limit; the trial with the median ratio to its limit is reported.
     #[arg(long, default_value_t = 3)]
@@ -254,14 +277,6 @@ struct WalArgs {
     no_peers: bool,
     #[command(flatten)]
     report: ReportArgs,
-}
-
-fn parse_seconds(text: &str) -> Result<f64, String> {
-    let number = text.strip_suffix('s').unwrap_or(text);
-    match number.parse::<f64>() {
-        Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(seconds),
-        _ => Err(format!("{text:?} is not a positive number of seconds")),
-    }
 }
 
 fn parse_durability(text: &str) -> Result<Durability, String> {
@@ -279,29 +294,29 @@ struct DeviceArgs {
     #[arg(long)]
     path: PathBuf,
     /// Access methods (comma-separated): syscall, direct, mmap, pmem.
-    #[arg(long, value_delimiter = ',', default_value = "syscall,direct,mmap,pmem")]
+    #[arg(long, value_delimiter = ',', default_value = "syscall,direct,mmap,pmem", value_name = NAMES)]
     methods: Vec<AccessMethod>,
     /// Operations: read, write.
-    #[arg(long, value_delimiter = ',', default_value = "read,write")]
+    #[arg(long, value_delimiter = ',', default_value = "read,write", value_name = NAMES)]
     ops: Vec<IoOp>,
     /// Patterns: seq, rand.
-    #[arg(long, value_delimiter = ',', default_value = "seq,rand")]
+    #[arg(long, value_delimiter = ',', default_value = "seq,rand", value_name = NAMES)]
     patterns: Vec<Pattern>,
     /// Page-cache states: warm, cold (direct always bypasses the cache).
-    #[arg(long, value_delimiter = ',', default_value = "warm,cold")]
+    #[arg(long, value_delimiter = ',', default_value = "warm,cold", value_name = NAMES)]
     cache: Vec<CacheState>,
     /// Transfer sizes (128, 4k, 1m, ...); default 128 B to 16 MiB in powers of two.
-    #[arg(long, value_delimiter = ',', value_parser = device::parse_bytes)]
-    sizes: Vec<u64>,
+    #[arg(long, value_delimiter = ',', value_name = SIZES, value_parser = parse_size)]
+    sizes: Vec<ByteSize>,
     /// Thread counts; default 1, 2, 4, ... up to the number of cores.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = COUNTS, value_parser = parse_count)]
     threads: Vec<usize>,
     /// Size of the measurement file.
-    #[arg(long, default_value = "1g", value_parser = device::parse_bytes)]
-    file_size: u64,
-    /// Seconds per point.
-    #[arg(long, default_value_t = 1.0)]
-    duration: f64,
+    #[arg(long, default_value = "1g", value_name = SIZE, value_parser = parse_size)]
+    file_size: ByteSize,
+    /// Length of each point.
+    #[arg(long, default_value = "1s", value_name = DURATION, value_parser = parse_duration)]
+    duration: Duration,
     /// Run fio on every point it can run too (psync, libaio with O_DIRECT, mmap), alternately
     /// with tierkv, and print both figures and their ratio.
     #[arg(long)]
@@ -315,7 +330,7 @@ struct DeviceArgs {
     #[command(flatten)]
     report: ReportArgs,
     /// Write one CSV row per point.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
     /// Keep the measurement file (removed by default if this run created it).
     #[arg(long)]
@@ -325,7 +340,28 @@ struct DeviceArgs {
 fn main() -> ExitCode {
     // Before any other thread starts (glibc's arena limit applies to arenas made from then on).
     let _ = ALLOCATOR.set(allocator::configure());
-    match run(Cli::parse()) {
+    // Before any other thread starts too: the threads started later inherit the blocked
+    // signals, so only the handler's thread takes them.
+    if let Err(e) = tierkv_io::interrupt::on_interrupt(interrupted) {
+        eprintln!("tierkv: cannot catch Ctrl-C ({e}); scratch files may stay behind on one");
+    }
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if cli.check_args {
+        print_flag_values(&matches);
+        return ExitCode::SUCCESS;
+    }
+    let outcome = run(cli);
+    if INTERRUPTED.load(Ordering::Acquire) {
+        // The run ended because the handler stopped its children: the handler is removing
+        // the scratch directories and exits with the signal's code; returning now would end
+        // the process first, with the run's.
+        wait_for_the_interrupt_handler();
+    }
+    match outcome {
         Ok(code) => code,
         Err(message) => {
             eprintln!("tierkv: {message}");
@@ -334,55 +370,170 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
-    match cli.command {
-        Command::Info { path } => info(&path).map(|()| ExitCode::SUCCESS),
-        Command::Bench { bench: Bench::Device(args) } => bench_device(*args),
-        Command::Bench { bench: Bench::Wal(args) } => bench_wal(*args),
-        Command::Bench { bench: Bench::Blocks(args) } => bench_blocks(*args),
-        Command::Bench { bench: Bench::Engine(args) } => bench_engine(*args),
-        Command::Bench { bench: Bench::Ycsb(args) } => ycsb::bench_ycsb(*args),
-        Command::Bench { bench: Bench::Tier(args) } => tier::bench_tier(*args),
-        Command::Kv(command) => kv::run(*command),
-        Command::Torture { torture } => torture::run(torture),
-        Command::Stress { dir, method, seconds, workers, seed, json } => {
-            if !(seconds.is_finite() && seconds > 0.0) {
-                return Err(format!("--seconds must be a positive number, got {seconds}"));
-            }
-            let scratch = dir.is_none();
-            let dir = dir.unwrap_or_else(|| {
-                std::env::temp_dir().join(format!("tierkv-stress-{}", std::process::id()))
-            });
-            let mut config = StressConfig::new(&dir, Duration::from_secs_f64(seconds));
-            config.method = method;
-            config.workers = workers;
-            config.seed = seed;
-            println!(
-                "stress: {method} on {}, {workers} workers + 1 resizer, {seconds} s, seed {seed:#x}",
-                dir.display()
-            );
-            let report = stress::run(&config).map_err(|e| e.to_string());
-            if scratch {
-                let _ = std::fs::remove_dir(&dir);
-            }
-            let report = report?;
-            print_stress(&report);
-            if let Some(json) = json {
-                let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-                std::fs::write(&json, text)
-                    .map_err(|e| format!("cannot write {}: {e}", json.display()))?;
-            }
-            Ok(if report.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+/// Set by the interrupt handler before it does anything else.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Parks until the interrupt handler exits the process; if it has not within a minute (a
+/// directory it cannot remove keeps failing), exits with Ctrl-C's code itself.
+fn wait_for_the_interrupt_handler() -> ! {
+    for _ in 0..600 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::process::exit(130)
+}
+
+/// For `--check-args`: `--name=v1,v2` for each duration (ns), size (bytes) and count flag
+/// given on the command line, in the innermost subcommand's matches.
+fn print_flag_values(matches: &clap::ArgMatches) {
+    let mut matches = matches;
+    while let Some((_, inner)) = matches.subcommand() {
+        matches = inner;
+    }
+    for id in matches.ids() {
+        let given =
+            matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine);
+        if !given {
+            continue;
+        }
+        let id = id.as_str();
+        let values: Option<Vec<String>> =
+            if let Ok(Some(values)) = matches.try_get_many::<Duration>(id) {
+                Some(values.map(|d| d.as_nanos().to_string()).collect())
+            } else if let Ok(Some(values)) = matches.try_get_many::<ByteSize>(id) {
+                Some(values.map(|size| size.bytes().to_string()).collect())
+            } else if let Ok(Some(values)) = matches.try_get_many::<usize>(id) {
+                Some(values.map(usize::to_string).collect())
+            } else {
+                None
+            };
+        if let Some(values) = values {
+            println!("--{}={}", id.replace('_', "-"), values.join(","));
         }
     }
 }
 
-fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
+/// Ctrl-C or SIGTERM: stop the children, remove the scratch directories, and exit as the
+/// signal would have (128 + its number: 130 for Ctrl-C).
+fn interrupted(signal: i32) {
+    INTERRUPTED.store(true, Ordering::Release);
+    let left = tierkv_bench::scratch::remove_all();
+    for dir in left {
+        eprintln!("tierkv: could not remove {}", dir.display());
+    }
+    eprintln!("tierkv: interrupted");
+    std::process::exit(128 + signal);
+}
+
+/// Runs `work`, showing a bar that fills over `duration` (unless `quiet`).
+fn with_timed_bar<T>(duration: Duration, quiet: bool, work: impl FnOnce() -> T) -> T {
+    if quiet {
+        return work();
+    }
+    let tick = Duration::from_millis(200);
+    let bar = indicatif::ProgressBar::new(duration.as_millis() as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {elapsed} of {msg}, ETA {eta}")
+    {
+        bar.set_style(style);
+    }
+    bar.set_message(format!("{duration:?}"));
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let started = std::time::Instant::now();
+            while !done.load(Ordering::Acquire) {
+                bar.set_position(started.elapsed().as_millis() as u64);
+                std::thread::sleep(tick);
+            }
+        });
+        let result = work();
+        done.store(true, Ordering::Release);
+        result
+    });
+    bar.finish_and_clear();
+    result
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    match cli.command {
+        Command::Info { path, json } => info(&path, json).map(|()| ExitCode::SUCCESS),
+        // Each bench's errors name it: the bench crate's say only what failed.
+        Command::Bench { bench: Bench::Device(args) } => {
+            bench_device(*args).map_err(|e| format!("bench device: {e}"))
+        }
+        Command::Bench { bench: Bench::Wal(args) } => {
+            bench_wal(*args).map_err(|e| format!("bench wal: {e}"))
+        }
+        Command::Bench { bench: Bench::Blocks(args) } => {
+            bench_blocks(*args).map_err(|e| format!("bench blocks: {e}"))
+        }
+        Command::Bench { bench: Bench::Engine(args) } => {
+            bench_engine(*args).map_err(|e| format!("bench engine: {e}"))
+        }
+        Command::Bench { bench: Bench::Ycsb(args) } => {
+            ycsb::bench_ycsb(*args).map_err(|e| format!("bench ycsb: {e}"))
+        }
+        Command::Bench { bench: Bench::Tier(args) } => {
+            tier::bench_tier(*args).map_err(|e| format!("bench tier: {e}"))
+        }
+        Command::Kv(command) => kv::run(*command),
+        Command::Torture { torture } => torture::run(torture),
+        Command::Stress { dir, method, duration, workers, seed, report, quiet } => {
+            if duration.is_zero() {
+                return Err("--duration must be positive".into());
+            }
+            // Without --dir, a scratch directory, removed afterwards (on a panic and on
+            // Ctrl-C too).
+            let scratch = match dir {
+                Some(_) => None,
+                None => Some(
+                    ScratchDir::new_in(&std::env::temp_dir(), "tierkv-stress-")
+                        .map_err(|e| format!("cannot make a scratch directory: {e}"))?,
+                ),
+            };
+            let dir = dir.or_else(|| scratch.as_ref().map(|s| s.path().to_path_buf()));
+            let mut config = StressConfig::new(dir.unwrap_or_default(), duration);
+            config.method = method;
+            config.workers = workers;
+            config.seed = seed;
+            let outcome = stress_run(&config, report.as_deref(), quiet);
+            drop(scratch);
+            outcome
+        }
+    }
+}
+
+/// Runs the remap stress with a progress bar over its duration, prints and writes its
+/// report.
+fn stress_run(
+    config: &StressConfig,
+    report_file: Option<&Path>,
+    quiet: bool,
+) -> Result<ExitCode, String> {
+    println!(
+        "stress: {} on {}, {} workers + 1 resizer, {:?}, seed {:#x}",
+        config.method,
+        config.dir.display(),
+        config.workers,
+        config.duration,
+        config.seed
+    );
+    let report = with_timed_bar(config.duration, quiet, || stress::run(config))
+        .map_err(|e| e.to_string())?;
+    print_stress(&report);
+    if let Some(file) = report_file {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    }
+    Ok(if report.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn bench_engine(args: EngineBenchArgs) -> Result<ExitCode, String> {
     let path = args.path.unwrap_or_else(std::env::temp_dir);
     let mut config = EngineBenchConfig::new(&path);
     config.num = args.num;
     config.reads = args.reads.unwrap_or(args.num);
-    config.value_size = args.value_size;
+    config.value_size = args.value_size.to_usize("--value-size")?;
     config.workloads = match args.workloads.as_slice() {
         [] => Workload::QUICK.to_vec(),
         [all] if all == "all" => Workload::ALL.to_vec(),
@@ -395,7 +546,7 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
     config.heap_in_use = allocator::in_use_bytes;
     config.allocator = ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into());
     config.command = std::env::args().collect::<Vec<_>>().join(" ");
-    let report = match &args.from_json {
+    let report = match &args.from_report {
         Some(file) => {
             let text = std::fs::read_to_string(file)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
@@ -405,9 +556,9 @@ fn bench_engine(args: EngineArgs) -> Result<ExitCode, String> {
         None => engine_bench::run(&config).map_err(|e| e.to_string())?,
     };
     print!("{}", engine_bench::table(&report));
-    if let Some(json) = &args.report.json {
+    if let Some(file) = &args.report.report {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+        std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
     if let Some(dir) = &args.report.plot {
         for path in engine_bench::write_plots(&report, dir).map_err(|e| e.to_string())? {
@@ -424,16 +575,16 @@ fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {
     config.patterns = args.patterns;
     config.caches = args.cache;
     if !args.sizes.is_empty() {
-        config.transfer_sizes = args.sizes;
+        config.transfer_sizes = args.sizes.iter().map(|size| size.bytes()).collect();
     }
     if !args.threads.is_empty() {
         config.threads = args.threads;
     }
-    config.file_bytes = args.file_size;
-    if !(args.duration.is_finite() && args.duration > 0.0) {
-        return Err(format!("--duration must be a positive number, got {}", args.duration));
+    config.file_bytes = args.file_size.bytes();
+    if args.duration.is_zero() {
+        return Err("--duration must be positive".into());
     }
-    config.duration = Duration::from_secs_f64(args.duration);
+    config.duration = args.duration;
     config.compare_fio = args.compare_fio;
     config.fio_repeats = args.fio_repeats;
     config.seed = args.seed;
@@ -466,7 +617,7 @@ fn bench_device(args: DeviceArgs) -> Result<ExitCode, String> {
     for (spec, reason) in &report.skipped {
         println!("skipped {spec}: {reason}");
     }
-    if let Some(path) = &args.report.json {
+    if let Some(path) = &args.report.report {
         device::write_json(&report, path).map_err(|e| e.to_string())?;
     }
     if let Some(path) = &args.csv {
@@ -488,13 +639,11 @@ fn bench_wal(args: WalArgs) -> Result<ExitCode, String> {
     config.record_sizes = args
         .record_size
         .iter()
-        .map(|&bytes| {
-            usize::try_from(bytes).map_err(|_| format!("record size {bytes} is too large"))
-        })
+        .map(|size| size.to_usize("--record-size"))
         .collect::<Result<_, _>>()?;
-    config.duration = Duration::from_secs_f64(args.duration);
+    config.duration = args.duration;
     config.durability = args.durability;
-    config.segment_bytes = args.segment_size;
+    config.segment_bytes = args.segment_size.bytes();
     config.limit_trials = args.limit_trials;
     config.peers = !args.no_peers;
     config.progress = !args.report.quiet;
@@ -502,7 +651,7 @@ fn bench_wal(args: WalArgs) -> Result<ExitCode, String> {
     let report = wal_bench::run(&config, &command).map_err(|e| e.to_string())?;
     wal_bench::output::print_table(&report, &mut std::io::stdout().lock())
         .map_err(|e| e.to_string())?;
-    if let Some(path) = &args.report.json {
+    if let Some(path) = &args.report.report {
         wal_bench::write_json(&report, path).map_err(|e| e.to_string())?;
     }
     if let Some(dir) = &args.report.plot {
@@ -514,44 +663,36 @@ fn bench_wal(args: WalArgs) -> Result<ExitCode, String> {
 }
 
 fn bench_blocks(args: BlocksArgs) -> Result<ExitCode, String> {
-    let to_usize =
-        |bytes: u64| usize::try_from(bytes).map_err(|_| format!("page size {bytes} is too large"));
     let mut config = BlocksBenchConfig::new(&args.path);
     config.latency_repeats = args.repeats;
     config.bandwidth_repeats = args.bandwidth_repeats;
     config.patterns = args.patterns;
-    config.micro_file_bytes = args.file_size;
+    config.micro_file_bytes = args.file_size.bytes();
     config.stride_blocks = args.stride_blocks;
-    config.page_sizes = args.page_sizes.iter().map(|&b| to_usize(b)).collect::<Result<_, _>>()?;
-    config.data_set_bytes = args
-        .pages_mib
-        .checked_mul(1 << 20)
-        .ok_or_else(|| format!("--pages-mib {} is too large", args.pages_mib))?;
+    config.page_sizes = args
+        .page_sizes
+        .iter()
+        .map(|size| size.to_usize("--page-sizes"))
+        .collect::<Result<_, _>>()?;
+    config.data_set_bytes = args.data_size.bytes();
     config.run_length = match args.updates {
         Some(updates) => blocks_bench::RunLength::Updates(updates),
-        None => blocks_bench::RunLength::Seconds(args.duration),
+        None => blocks_bench::RunLength::Seconds(args.duration.as_secs_f64()),
     };
     config.distribution = args.distribution;
     config.zipf_theta = args.theta;
     config.checkpoint_every = args.checkpoint_every;
     config.trials = args.trials;
     config.group_pages_max = args.group_pages;
-    if !(args.overwrite_minutes.is_finite() && args.overwrite_minutes >= 0.0) {
-        return Err(format!(
-            "--overwrite-minutes must be 0 or a positive number, got {}",
-            args.overwrite_minutes
-        ));
-    }
-    config.overwrite = (args.overwrite_minutes > 0.0)
-        .then(|| Duration::from_secs_f64(args.overwrite_minutes * 60.0));
-    config.overwrite_page_bytes = to_usize(args.overwrite_page_size)?;
+    config.overwrite = (!args.overwrite_duration.is_zero()).then_some(args.overwrite_duration);
+    config.overwrite_page_bytes = args.overwrite_page_size.to_usize("--overwrite-page-size")?;
     config.seed = args.seed;
     config.progress = !args.report.quiet;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let report = blocks_bench::run(&config, &command).map_err(|e| e.to_string())?;
     blocks_bench::output::print_table(&report, &mut std::io::stdout().lock())
         .map_err(|e| e.to_string())?;
-    if let Some(path) = &args.report.json {
+    if let Some(path) = &args.report.report {
         blocks_bench::write_json(&report, path).map_err(|e| e.to_string())?;
     }
     if let Some(dir) = &args.report.plot {
@@ -562,8 +703,50 @@ fn bench_blocks(args: BlocksArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn info(path: &std::path::Path) -> Result<(), String> {
+fn info(path: &Path, json: bool) -> Result<(), String> {
     let cpu = pmem::cpu();
+    // Describe a scratch file created beside (or in) the path: statx reports O_DIRECT
+    // alignment only for regular files, and opening it with the pmem method shows the mode
+    // that would be in force. It is removed when dropped, on a panic too.
+    let dir = if std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false) {
+        path.to_path_buf()
+    } else {
+        path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    };
+    let options = OpenOptions::new(AccessMethod::Pmem).create_new(true).chunk_bytes(4096);
+    let probe = tempfile::Builder::new()
+        .prefix(".tierkv-info-")
+        .make_in(&dir, |probe| Storage::Os.open(probe, &options).map_err(std::io::Error::other))
+        .map_err(|e| format!("cannot make a probe file in {}: {e}", dir.display()))?;
+    let mode = probe.as_file().pmem_mode();
+    let fs = tierkv_io::file_system_info(probe.path()).map_err(|e| e.to_string());
+    drop(probe);
+    let fs = fs?;
+    let nt = if cpu.avx512f { "AVX-512, 64 B stores" } else { "SSE2, 16 B stores" };
+    if json {
+        let alignment = fs.direct_alignment.map(
+            |(memory, offset)| serde_json::json!({"memory_bytes": memory, "offset_bytes": offset}),
+        );
+        let info = serde_json::json!({
+            "cpu": {
+                "flush": cpu.flush.name(),
+                "clwb": cpu.has_clwb,
+                "clflushopt": cpu.has_clflushopt,
+                "clflush": cpu.has_clflush,
+                "non_temporal": nt,
+                "non_temporal_min_bytes": pmem::NT_THRESHOLD_BYTES,
+            },
+            "path": path.display().to_string(),
+            "fs_type": fs.fs_type,
+            "memory_fs": fs.is_memory,
+            "dax": fs.dax,
+            "direct_alignment": alignment,
+            "pmem_mode": mode.map(|mode| mode.name()),
+        });
+        let text = serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?;
+        println!("{text}");
+        return Ok(());
+    }
     println!("cpu persistence");
     println!("  flush instruction     {}", cpu.flush.name());
     println!(
@@ -572,28 +755,7 @@ fn info(path: &std::path::Path) -> Result<(), String> {
         yes_no(cpu.has_clflushopt),
         yes_no(cpu.has_clflush)
     );
-    println!(
-        "  non-temporal copies   {} (at least {} B)",
-        if cpu.avx512f { "AVX-512, 64 B stores" } else { "SSE2, 16 B stores" },
-        pmem::NT_THRESHOLD_BYTES
-    );
-    // Describe a scratch file created beside (or in) the path: statx reports O_DIRECT
-    // alignment only for regular files, and opening it with the pmem method shows the mode
-    // that would be in force.
-    let dir = if std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false) {
-        path.to_path_buf()
-    } else {
-        path.parent().map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf)
-    };
-    let probe = dir.join(format!(".tierkv-info-{}", std::process::id()));
-    let storage = Storage::Os;
-    let options = OpenOptions::new(AccessMethod::Pmem).create_new(true).chunk_bytes(4096);
-    let file = storage.open(&probe, &options).map_err(|e| e.to_string())?;
-    let mode = file.pmem_mode();
-    let fs = tierkv_io::file_system_info(&probe);
-    drop(file);
-    let _ = storage.remove_file(&probe);
-    let fs = fs.map_err(|e| e.to_string())?;
+    println!("  non-temporal copies   {nt} (at least {} B)", pmem::NT_THRESHOLD_BYTES);
     println!("path {}", path.display());
     println!("  file system           {}", fs.fs_type);
     println!("  memory file system    {}", yes_no(fs.is_memory));

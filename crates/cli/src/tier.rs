@@ -7,16 +7,21 @@
 //! cached them, outside the configuration's memory cgroup, and a buffered-read
 //! configuration would otherwise start with its data in memory nobody counts. The OS-cache
 //! configuration's process runs in a memory cgroup of the page cache plus the tier plus
-//! `--overhead-mib`, the same total the tiered runs use. The readers-against-writers
+//! `--overhead-size`, the same total the tiered runs use. The readers-against-writers
 //! experiment runs in this process.
+//!
+//! The stores and their copies live in a scratch directory (`tierkv_bench::scratch`),
+//! removed at the end, on a panic, and on Ctrl-C after the running child is stopped.
 //!
 //! Must never: leave a store copy behind, or call a configuration what it was not.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use tierkv::{RegionBacking, SlowTier};
+use tierkv_bench::scratch::{ScratchDir, WatchedChild};
 use tierkv_bench::tier::{
     describe_config, run_writers, ConfigRun, TierReport, WritersConfig, CONFIGS,
 };
@@ -24,27 +29,29 @@ use tierkv_bench::ycsb::driver::{self, EngineRun, YcsbConfig, YcsbReport};
 use tierkv_bench::ycsb::WorkloadSpec;
 use tierkv_io::AccessMethod;
 
-use crate::{parse_seconds, ReportArgs};
+use crate::flags::{parse_count, parse_duration, parse_size, ByteSize};
+use crate::flags::{COUNTS, DURATION, NAMES, SIZE};
+use crate::ReportArgs;
 
 #[derive(Args)]
 pub(crate) struct TierArgs {
     /// Directory for the stores (on a disk: data reads are direct).
     #[arg(long)]
     path: PathBuf,
-    /// How the tiered and DRAM configurations read pages: direct (the default, so that the
-    /// OS page cache serves none of them) or syscall (where the file system refuses
-    /// O_DIRECT). The os-cache configuration always reads through the OS page cache.
-    #[arg(long, default_value = "direct")]
+    /// How the tiered and DRAM configurations read pages: syscall (the default everywhere)
+    /// or direct, so that the OS page cache serves none of them (the committed experiments
+    /// use direct). The os-cache configuration always reads through the OS page cache.
+    #[arg(long, default_value = "syscall")]
     read_method: AccessMethod,
     /// Records loaded (10 fields of 100 bytes each).
     #[arg(long, default_value_t = 1_000_000)]
     records: u64,
-    /// The engine's memory budget in MiB (its page cache and memtables).
-    #[arg(long, default_value_t = 256)]
-    cache_mib: u64,
-    /// MiB of the tier (default: twice --cache-mib).
-    #[arg(long)]
-    tier_mib: Option<u64>,
+    /// The engine's memory budget (its page cache and memtables).
+    #[arg(long, default_value = "256m", value_name = SIZE, value_parser = parse_size)]
+    cache_size: ByteSize,
+    /// Size of the tier (default: twice --cache-size).
+    #[arg(long, value_name = SIZE, value_parser = parse_size)]
+    tier_size: Option<ByteSize>,
     /// The tier's memory: `anonymous`, or a directory (a tmpfs such as /dev/shm, a DAX mount)
     /// or file to map.
     #[arg(long, default_value = "anonymous")]
@@ -54,11 +61,11 @@ pub(crate) struct TierArgs {
     #[arg(long, value_parser = SlowTier::parse)]
     tier_emulate: Option<SlowTier>,
     /// YCSB workloads, in order.
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d")]
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d", value_name = NAMES)]
     workloads: Vec<String>,
-    /// Seconds each workload is measured (a trailing `s` is accepted).
-    #[arg(long, default_value = "20", value_parser = parse_seconds)]
-    duration: f64,
+    /// How long each workload is measured.
+    #[arg(long, default_value = "20s", value_name = DURATION, value_parser = parse_duration)]
+    duration: Duration,
     /// Requests of each workload run first, unmeasured.
     #[arg(long, default_value_t = 200_000)]
     warmup: u64,
@@ -67,15 +74,17 @@ pub(crate) struct TierArgs {
     /// the lookups, so a tier fills slowly).
     #[arg(long, default_value_t = 2_000_000)]
     warmup_first: u64,
-    /// Client threads.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    /// Client threads of the YCSB runs: a list, of one count (the rounds' medians and
+    /// ratios compare runs of one count).
+    #[arg(long, value_delimiter = ',', default_value = "2", value_name = COUNTS, value_parser = parse_count)]
+    threads: Vec<usize>,
     /// Configurations, comma-separated, from no-tier, tier-no-bypass, tier,
     /// tier-exclusive, all-dram, os-cache; or `none` for the writers experiment alone.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "no-tier,tier-no-bypass,tier,tier-exclusive,all-dram,os-cache"
+        default_value = "no-tier,tier-no-bypass,tier,tier-exclusive,all-dram,os-cache",
+        value_name = NAMES
     )]
     configs: Vec<String>,
     /// Rounds: every configuration runs once a round, each round in an order rotated by one
@@ -83,25 +92,25 @@ pub(crate) struct TierArgs {
     /// round measured side by side.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeats: u32,
-    /// MiB the os-cache configuration's cgroup allows beyond the page cache and the tier:
-    /// the engine's own memory besides its caches.
-    #[arg(long, default_value_t = 128)]
-    overhead_mib: u64,
+    /// Memory the os-cache configuration's cgroup allows beyond the page cache and the
+    /// tier: the engine's own memory besides its caches.
+    #[arg(long, default_value = "128m", value_name = SIZE, value_parser = parse_size)]
+    overhead_size: ByteSize,
     /// Reader threads of the readers-against-writers experiment (0: skip it).
     #[arg(long, default_value_t = 8)]
     readers: usize,
     /// Writer counts of that experiment.
-    #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8")]
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8", value_name = COUNTS, value_parser = parse_count)]
     writers: Vec<usize>,
     /// Where that experiment's tier lives: `anonymous`, or a directory such as /dev/shm.
     #[arg(long, default_value = "/dev/shm")]
     writers_backing: String,
-    /// MiB of that experiment's tier.
-    #[arg(long, default_value_t = 256)]
-    writers_tier_mib: u64,
-    /// Seconds per point of that experiment.
-    #[arg(long, default_value = "3", value_parser = parse_seconds)]
-    writers_seconds: f64,
+    /// Size of that experiment's tier.
+    #[arg(long, default_value = "256m", value_name = SIZE, value_parser = parse_size)]
+    writers_tier_size: ByteSize,
+    /// Length of each point of that experiment.
+    #[arg(long, default_value = "3s", value_name = DURATION, value_parser = parse_duration)]
+    writers_duration: Duration,
     #[command(flatten)]
     report: ReportArgs,
 }
@@ -125,16 +134,21 @@ pub(crate) fn bench_tier(args: TierArgs) -> Result<ExitCode, String> {
         WorkloadSpec::core(name)
             .ok_or_else(|| format!("unknown workload {name:?}; expected a letter from a to f"))?;
     }
-    let tier_mib = args.tier_mib.unwrap_or(2 * args.cache_mib);
-    let dir = args.path.join(format!("tierkv-tier-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-    let outcome = run(&args, &configs, tier_mib, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
+    if args.threads.len() != 1 || args.threads[0] == 0 {
+        return Err("--threads takes one count of 1 or more here: the table compares the \
+                    configurations' rounds at one count"
+            .into());
+    }
+    let tier_bytes = args.tier_size.map_or(2 * args.cache_size.bytes(), ByteSize::bytes);
+    let scratch = ScratchDir::new_in(&args.path, "tierkv-tier-")
+        .map_err(|e| format!("cannot make a directory in {}: {e}", args.path.display()))?;
+    let outcome = run(&args, &configs, tier_bytes, scratch.path());
+    drop(scratch);
     let report = outcome?;
     print!("{}", report.table());
-    if let Some(json) = &args.report.json {
+    if let Some(file) = &args.report.report {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+        std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
     if let Some(plots) = &args.report.plot {
         for path in report.write_plots(plots).map_err(|e| e.to_string())? {
@@ -148,15 +162,15 @@ pub(crate) fn bench_tier(args: TierArgs) -> Result<ExitCode, String> {
 fn run(
     args: &TierArgs,
     configs: &[String],
-    tier_mib: u64,
+    tier_bytes: u64,
     dir: &Path,
 ) -> Result<TierReport, String> {
     let mut report = TierReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: tierkv_io::machine::machine_info().into(),
         records: args.records,
-        cache_bytes: args.cache_mib << 20,
-        tier_bytes: tier_mib << 20,
+        cache_bytes: args.cache_size.bytes(),
+        tier_bytes,
         tier_backing: String::new(),
         emulation: args.tier_emulate.as_ref().map(SlowTier::describe),
         data_bytes: 0,
@@ -184,7 +198,7 @@ fn run(
                     round + 1,
                     cached_left * 100.0
                 );
-                let run = run_config(args, config, tier_mib, dir, &copy);
+                let run = run_config(args, config, tier_bytes, dir, &copy);
                 let _ = std::fs::remove_dir_all(&copy);
                 let (command, run) = run?;
                 if let Some(tier) = run.phases.last().and_then(tier_backing) {
@@ -205,11 +219,11 @@ fn run(
     if args.readers > 0 && !args.writers.is_empty() {
         let config = WritersConfig {
             backing: backing(&args.writers_backing),
-            capacity_bytes: args.writers_tier_mib << 20,
+            capacity_bytes: args.writers_tier_size.bytes(),
             block_bytes: 8 << 10,
             readers: args.readers,
             writers: args.writers.clone(),
-            seconds: args.writers_seconds,
+            seconds: args.writers_duration.as_secs_f64(),
             tiers: vec![None, SlowTier::preset("optane")],
         };
         report.writers = run_writers(&config, |what| eprintln!("bench tier: writers: {what}"))?;
@@ -234,7 +248,7 @@ fn print_config(config: &str, run: &EngineRun) {
 /// Loads the records into `base` with the no-tier configuration's options.
 fn load(args: &TierArgs, base: &Path) -> Result<driver::PhaseResult, String> {
     let options = tierkv::Options {
-        cache_size: (args.cache_mib << 20) as usize,
+        cache_size: usize::try_from(args.cache_size.bytes()).unwrap_or(usize::MAX),
         read_method: args.read_method,
         ..tierkv::Options::default()
     };
@@ -242,7 +256,7 @@ fn load(args: &TierArgs, base: &Path) -> Result<driver::PhaseResult, String> {
     let store = driver::TierkvStore { db, durability: tierkv::Durability::Buffered };
     let config = YcsbConfig {
         records: args.records,
-        threads: args.threads,
+        threads: args.threads[0],
         progress: !args.report.quiet,
         engine: "tierkv".into(),
         ..YcsbConfig::default()
@@ -257,7 +271,7 @@ fn load(args: &TierArgs, base: &Path) -> Result<driver::PhaseResult, String> {
 fn run_config(
     args: &TierArgs,
     config: &str,
-    tier_mib: u64,
+    tier_bytes: u64,
     dir: &Path,
     store: &Path,
 ) -> Result<(String, EngineRun), String> {
@@ -267,28 +281,33 @@ fn run_config(
         vec!["bench".into(), "ycsb".into(), "--engines".into(), "tierkv".into()];
     let mut push = |items: &[&str]| command.extend(items.iter().map(|s| s.to_string()));
     let records = args.records.to_string();
-    let duration = args.duration.to_string();
+    let duration = format!("{}s", args.duration.as_secs_f64());
     let warmup = args.warmup.to_string();
     let warmup_first = args.warmup_first.to_string();
-    let threads = args.threads.to_string();
+    let threads = args.threads[0].to_string();
     let workloads = args.workloads.join(",");
     push(&["--store", &store.to_string_lossy(), "--skip-load", "--records", &records]);
     push(&["--operations", "0", "--duration", &duration, "--warmup", &warmup]);
     push(&["--warmup-first", &warmup_first]);
     push(&["--threads", &threads, "--workloads", &workloads, "--durability", "buffered"]);
-    push(&["--path", &dir.to_string_lossy(), "--quiet", "--json", &json.to_string_lossy()]);
-    let tier = tier_mib.to_string();
+    push(&["--path", &dir.to_string_lossy(), "--report", &json.to_string_lossy()]);
+    // The child's progress bars (on the stderr it shares) are this run's.
+    if args.report.quiet {
+        push(&["--quiet"]);
+    }
+    let cache_bytes = args.cache_size.bytes();
+    let tier = ByteSize(tier_bytes).to_string();
     let method = args.read_method.name().to_string();
     let (cache, read_method) = match config {
-        "all-dram" => ((args.cache_mib + tier_mib).to_string(), method.as_str()),
-        "os-cache" => (args.cache_mib.to_string(), "syscall"),
-        _ => (args.cache_mib.to_string(), method.as_str()),
+        "all-dram" => (ByteSize(cache_bytes + tier_bytes).to_string(), method.as_str()),
+        "os-cache" => (ByteSize(cache_bytes).to_string(), "syscall"),
+        _ => (ByteSize(cache_bytes).to_string(), method.as_str()),
     };
-    push(&["--cache-mib", &cache, "--read-method", read_method]);
+    push(&["--cache-size", &cache, "--read-method", read_method]);
     match config {
         "tier" | "tier-no-bypass" | "tier-exclusive" => {
             let overhead = if config == "tier" { "0.1" } else { "0" };
-            push(&["--tier-mib", &tier, "--tier-max-overhead", overhead]);
+            push(&["--tier-size", &tier, "--tier-max-overhead", overhead]);
             if config == "tier-exclusive" {
                 push(&["--tier-cache-on-read", "false", "--tier-cache-on-evict", "true"]);
                 push(&["--tier-exclusive", "true"]);
@@ -310,17 +329,17 @@ fn run_config(
             }
         }
         "os-cache" => {
-            let limit = (args.cache_mib + tier_mib + args.overhead_mib).to_string();
-            push(&["--memory-limit-mib", &limit]);
+            let limit = ByteSize(cache_bytes + tier_bytes + args.overhead_size.bytes());
+            push(&["--memory-limit", &limit.to_string()]);
         }
         _ => {}
     }
     let line = format!("tierkv {}", command.join(" "));
-    let status = std::process::Command::new(exe)
-        .args(&command)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .map_err(|e| format!("cannot start {line}: {e}"))?;
+    let mut child = std::process::Command::new(exe);
+    child.args(&command).stdout(std::process::Stdio::null());
+    let status = WatchedChild::spawn(&mut child)
+        .and_then(|child| child.wait())
+        .map_err(|e| format!("cannot run {line}: {e}"))?;
     let text = std::fs::read_to_string(&json);
     let _ = std::fs::remove_file(&json);
     let run = match text {

@@ -23,6 +23,7 @@ use tierkv_bench::torture::{
     self, CheckReport, CycleReport, Model, TortureReport, WorkloadOptions,
 };
 
+use crate::flags::{parse_duration, parse_size, ByteSize, DURATION, SIZE};
 use crate::kv::EngineArgs;
 
 /// SIGKILL's number (9 on every Linux architecture), which `Child::kill` sends.
@@ -46,16 +47,16 @@ pub(crate) enum TortureCommand {
 pub(crate) struct WorkloadArgs {
     /// Writer threads in the child.
     #[arg(long, default_value_t = 4)]
-    threads: u32,
+    writer_threads: u32,
     /// Keys each writer owns.
     #[arg(long, default_value_t = 500)]
     keys: u32,
-    /// Usual value length in bytes (each write draws from half this to this).
-    #[arg(long, default_value_t = 200)]
-    value_bytes: u32,
-    /// Length of the value one write in 50 gets (over a quarter of a page: an overflow value).
-    #[arg(long, default_value_t = 5000)]
-    large_value_bytes: u32,
+    /// Usual value size (each write draws from half this to this).
+    #[arg(long, default_value = "200", value_name = SIZE, value_parser = parse_size)]
+    value_size: ByteSize,
+    /// Size of the value one write in 50 gets (over a quarter of a page: an overflow value).
+    #[arg(long, default_value = "5000", value_name = SIZE, value_parser = parse_size)]
+    large_value_size: ByteSize,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -66,26 +67,29 @@ impl WorkloadArgs {
         self.engine.apply(Options { durability: Durability::Sync, ..Options::default() })
     }
 
-    fn workload(&self, seed: u64, cycle: u64) -> WorkloadOptions {
-        WorkloadOptions {
-            threads: self.threads,
+    fn workload(&self, seed: u64, cycle: u64) -> Result<WorkloadOptions, String> {
+        let bytes = |size: ByteSize, flag: &str| {
+            u32::try_from(size.bytes()).map_err(|_| format!("{flag} {size} is too large"))
+        };
+        Ok(WorkloadOptions {
+            threads: self.writer_threads,
             keys_per_thread: self.keys,
-            value_bytes: self.value_bytes,
-            large_value_bytes: self.large_value_bytes,
+            value_bytes: bytes(self.value_size, "--value-size")?,
+            large_value_bytes: bytes(self.large_value_size, "--large-value-size")?,
             seed,
             cycle,
-        }
+        })
     }
 
     /// The arguments that make a child run this workload.
     fn child_args(&self) -> Vec<String> {
         let e = &self.engine;
         let mut args = vec![
-            format!("--threads={}", self.threads),
+            format!("--writer-threads={}", self.writer_threads),
             format!("--keys={}", self.keys),
-            format!("--value-bytes={}", self.value_bytes),
-            format!("--large-value-bytes={}", self.large_value_bytes),
-            format!("--cache-mib={}", e.cache_mib),
+            format!("--value-size={}", self.value_size),
+            format!("--large-value-size={}", self.large_value_size),
+            format!("--cache-size={}", e.cache_size),
             format!("--read-method={}", e.read_method.name()),
             format!("--compression={}", e.compression.name()),
         ];
@@ -102,26 +106,27 @@ impl WorkloadArgs {
 #[derive(Args)]
 pub(crate) struct CrashArgs {
     /// The store's directory: made if missing; a store already there must have been made by
-    /// this command with the same --threads and --keys (its keys are checked as found).
+    /// this command with the same --writer-threads and --keys (its keys are checked as
+    /// found).
     #[arg(long)]
     path: PathBuf,
     /// Kill cycles.
     #[arg(long, default_value_t = 100)]
     cycles: u64,
-    /// The child is killed this many milliseconds after it is ready, at least.
-    #[arg(long, default_value_t = 10)]
-    kill_min_ms: u64,
+    /// The child is killed this long after it is ready, at least.
+    #[arg(long, default_value = "10ms", value_name = DURATION, value_parser = parse_duration)]
+    kill_min: Duration,
     /// And at most.
-    #[arg(long, default_value_t = 500)]
-    kill_max_ms: u64,
+    #[arg(long, default_value = "500ms", value_name = DURATION, value_parser = parse_duration)]
+    kill_max: Duration,
     /// Seed of the kill delays and of the children's writes.
     #[arg(long, default_value_t = 0x7047_0001)]
     seed: u64,
     #[command(flatten)]
     workload: WorkloadArgs,
     /// Write the report (every cycle) as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -151,17 +156,19 @@ fn child(args: ChildArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("cannot open {}: {e}", args.path.display()))?;
     let out = Mutex::new(std::io::stdout());
     let stop = AtomicBool::new(false);
-    torture::run_child(&db, &args.workload.workload(args.seed, args.cycle), &out, &stop)?;
+    torture::run_child(&db, &args.workload.workload(args.seed, args.cycle)?, &out, &stop)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn crash(args: CrashArgs) -> Result<ExitCode, String> {
-    if args.cycles == 0 || args.workload.threads == 0 || args.workload.keys == 0 {
-        return Err("--cycles, --threads and --keys must be at least 1".into());
+    if args.cycles == 0 || args.workload.writer_threads == 0 || args.workload.keys == 0 {
+        return Err("--cycles, --writer-threads and --keys must be at least 1".into());
     }
-    if args.kill_min_ms > args.kill_max_ms {
-        return Err("--kill-min-ms must not be over --kill-max-ms".into());
+    if args.kill_min > args.kill_max {
+        return Err("--kill-min must not be over --kill-max".into());
     }
+    // The delays are drawn in whole milliseconds.
+    let kill_ms = (args.kill_min.as_millis() as u64, args.kill_max.as_millis() as u64);
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     let options = args.workload.options();
     let store = format!(
@@ -173,7 +180,7 @@ fn crash(args: CrashArgs) -> Result<ExitCode, String> {
     );
     let mut report = TortureReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        workload: args.workload.workload(args.seed, 0),
+        workload: args.workload.workload(args.seed, 0)?,
         store: store.clone(),
         cycles: Vec::new(),
     };
@@ -182,7 +189,8 @@ fn crash(args: CrashArgs) -> Result<ExitCode, String> {
     if args.path.exists() {
         let db = Db::open(&args.path, options.clone())
             .map_err(|e| format!("cannot open {}: {e}", args.path.display()))?;
-        let foreign = torture::adopt(&db, &mut model, args.workload.threads, args.workload.keys);
+        let foreign =
+            torture::adopt(&db, &mut model, args.workload.writer_threads, args.workload.keys);
         if let Some(first) = foreign.first() {
             return Err(format!(
                 "{} holds data this workload did not write ({} problems; the first: {first})",
@@ -204,7 +212,7 @@ fn crash(args: CrashArgs) -> Result<ExitCode, String> {
     };
     let mut rng = fastrand::Rng::with_seed(args.seed);
     for cycle in 0..args.cycles {
-        let delay = torture::kill_delay(&mut rng, (args.kill_min_ms, args.kill_max_ms));
+        let delay = torture::kill_delay(&mut rng, kill_ms);
         let outcome = run_cycle(&args, &exe, &mut model, cycle, delay, &options)?;
         let bad = outcome.check.violations.len() + outcome.check.verify_problems.len();
         if bad > 0 {
@@ -232,9 +240,9 @@ fn crash(args: CrashArgs) -> Result<ExitCode, String> {
     }
     progress.finish_and_clear();
     print!("{}", report.summary());
-    if let Some(json) = &args.json {
+    if let Some(file) = &args.report {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+        std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
     Ok(if report.violations() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -333,7 +341,7 @@ fn run_cycle(
         }
     };
     let reopen_ms = torture::millis(reopen);
-    let check = torture::check(&db, model, args.workload.threads, args.workload.keys);
+    let check = torture::check(&db, model, args.workload.writer_threads, args.workload.keys);
     db.close().map_err(|e| format!("cycle {cycle}: close failed: {e}"))?;
     Ok(CycleReport { cycle, killed_after_ms, acks, in_flight, reopen_ms, check })
 }

@@ -1,12 +1,19 @@
 //! `tierkv bench ycsb`: YCSB's core workloads on tierkv and, in builds with the `peers`
 //! features, on RocksDB, LMDB, WiredTiger, SQLite, redb and fjall, side by side.
 //!
-//! With `--isolate` or `--memory-limit-mib`, each engine runs in a process of its own (this
-//! binary again, asked for that one engine), so no engine inherits another's heap or page
-//! cache. With `--memory-limit-mib`, that process first joins a memory cgroup made for it,
+//! With several `--threads` counts, every engine runs at each count in turn (the counts in the
+//! outer loop).
+//!
+//! With `--isolate` or `--memory-limit`, each engine runs in a process of its own (this
+//! binary again, asked for that one engine and one count), so no engine inherits another's
+//! heap or page cache. With `--memory-limit`, that process first joins a memory cgroup made
+//! for it,
 //! limited to the given size with the page cache counted, so an engine that reads through
 //! the OS page cache (LMDB, or any engine's buffered reads) is held to the same memory as
 //! one with a cache of its own. The parent collects each child's JSON report.
+//!
+//! The stores live in a scratch directory (`tierkv_bench::scratch`), removed at the end, on
+//! a panic, and on Ctrl-C after the children are stopped.
 //!
 //! Must never: claim a memory limit that was not set, or leave a child's scratch files.
 
@@ -15,6 +22,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use tierkv_bench::scratch::{EmptyDirOnInterrupt, ScratchDir, WatchedChild};
 use tierkv_bench::ycsb::driver::{self, EngineRun, PhaseResult, YcsbConfig, YcsbReport};
 use tierkv_bench::ycsb::{plot, WorkloadSpec};
 use tierkv_io::cgroup::MemoryCgroup;
@@ -23,7 +31,9 @@ use tierkv_io::machine::process_memory_of;
 use tierkv_io::AccessMethod;
 use tierkv_wal::Durability;
 
-use crate::{parse_durability, parse_seconds, ReportArgs, ALLOCATOR};
+use crate::flags::{parse_count, parse_duration, parse_size, ByteSize};
+use crate::flags::{COUNTS, DURATION, NAMES, SIZE};
+use crate::{parse_durability, ReportArgs, ALLOCATOR};
 
 #[derive(Args)]
 pub(crate) struct YcsbArgs {
@@ -37,10 +47,10 @@ pub(crate) struct YcsbArgs {
     /// or with --duration, 0.
     #[arg(long)]
     operations: Option<u64>,
-    /// Seconds each workload runs at most (a trailing `s` is accepted); with --operations,
-    /// whichever comes first. The load always runs to the end.
-    #[arg(long, value_parser = parse_seconds)]
-    duration: Option<f64>,
+    /// How long each workload runs at most; with --operations, whichever comes first. The
+    /// load always runs to the end.
+    #[arg(long, value_name = DURATION, value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Operations per second across all threads (YCSB's -target), for the load and the
     /// workloads; each thread paces itself to its share. Default: as fast as they go.
     #[arg(long, value_name = "OPS_PER_SEC", value_parser = parse_rate)]
@@ -48,27 +58,27 @@ pub(crate) struct YcsbArgs {
     /// Requests of each workload run before its measured part, unpaced and not counted.
     #[arg(long, value_name = "OPERATIONS", default_value_t = 0)]
     warmup: u64,
-    /// Client threads.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
+    /// Client thread counts: every engine runs the load and the workloads at each.
+    #[arg(long, value_delimiter = ',', default_value = "1", value_name = COUNTS, value_parser = parse_count)]
+    threads: Vec<usize>,
     /// Workloads in order, comma-separated letters (a … f).
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,d,e")]
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,f,d,e", value_name = NAMES)]
     workloads: Vec<String>,
     /// Durability of every write: sync, buffered or none.
     #[arg(long, default_value = "sync")]
     durability: String,
     /// Engines, comma-separated: tierkv, rocksdb, lmdb, wiredtiger, sqlite (the `c-peers`
     /// feature), redb, fjall (the `rust-peers` feature), or `all` for every one built in.
-    /// Each gets the same memory budget (`--cache-mib`).
-    #[arg(long, value_delimiter = ',', default_value = "tierkv")]
+    /// Each gets the same memory budget (`--cache-size`).
+    #[arg(long, value_delimiter = ',', default_value = "tierkv", value_name = NAMES)]
     engines: Vec<String>,
     /// Run each engine in a process of its own.
     #[arg(long)]
     isolate: bool,
-    /// Run each engine in a process of its own, in a memory cgroup limited to this many MiB,
+    /// Run each engine in a process of its own, in a memory cgroup limited to this size,
     /// page cache included (needs a writable cgroup hierarchy, usually root).
-    #[arg(long, value_name = "MIB")]
-    memory_limit_mib: Option<u64>,
+    #[arg(long, value_name = SIZE, value_parser = parse_size)]
+    memory_limit: Option<ByteSize>,
     /// Keep the engine's store in this directory (made if missing, kept afterwards) instead
     /// of a scratch one; one engine only.
     #[arg(long, value_name = "DIR")]
@@ -81,6 +91,10 @@ pub(crate) struct YcsbArgs {
     /// loaded one).
     #[arg(long, requires = "store")]
     skip_load: bool,
+    /// Run nothing: read this report (a `--report` file of an earlier run), print its
+    /// comparison and write its plots again.
+    #[arg(long, value_name = "FILE")]
+    from_report: Option<PathBuf>,
     /// Internal: the cgroup directory a child process joins before it starts.
     #[arg(long, hide = true)]
     join_cgroup: Option<PathBuf>,
@@ -111,6 +125,13 @@ fn built_engines() -> Vec<&'static str> {
 }
 
 pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
+    if let Some(file) = &args.from_report {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let report: YcsbReport = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a YCSB report: {e}", file.display()))?;
+        return finish(&args, &report);
+    }
     if let Some(dir) = &args.join_cgroup {
         MemoryCgroup::join_dir(dir, std::process::id()).map_err(|e| e.to_string())?;
     }
@@ -124,12 +145,11 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         .collect::<Result<Vec<_>, _>>()?;
     let durability = parse_durability(&args.durability)?;
     let parent = args.path.clone().unwrap_or_else(std::env::temp_dir);
-    let dir = parent.join(format!("tierkv-ycsb-{}", std::process::id()));
-    if dir.exists() {
-        return Err(format!("{} already exists", dir.display()));
-    }
     let options = args.engine.apply(tierkv::Options::default());
-    let duration = args.duration.map(Duration::from_secs_f64);
+    let duration = args.duration;
+    if args.threads.is_empty() || args.threads.contains(&0) {
+        return Err("--threads needs counts of 1 or more".into());
+    }
     let config = YcsbConfig {
         records: args.records,
         // YCSB's operationcount 0: no count, the duration alone bounds each workload.
@@ -137,7 +157,7 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         duration,
         target_ops_per_sec: args.target,
         warmup_operations: args.warmup,
-        threads: args.threads,
+        threads: args.threads[0],
         workloads,
         seed: 0x5eed_ca5e,
         progress: !args.report.quiet,
@@ -161,18 +181,20 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
     if args.store.is_some() && engines.len() != 1 {
         return Err("--store keeps one engine's store; name one engine with --engines".into());
     }
-    let limit = args.memory_limit_mib.map(|mib| mib << 20);
+    let limit = args.memory_limit.map(ByteSize::bytes);
     let isolate = args.isolate || limit.is_some();
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let scratch = ScratchDir::new_in(&parent, "tierkv-ycsb-")
+        .map_err(|e| format!("cannot make a directory in {}: {e}", parent.display()))?;
+    let dir = scratch.path();
     let mut report = YcsbReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         machine: tierkv_io::machine::machine_info().into(),
         records: config.records,
         operations: config.operations,
-        duration_s: args.duration,
+        duration_s: args.duration.map(|d| d.as_secs_f64()),
         target_ops_per_sec: config.target_ops_per_sec,
         warmup_operations: config.warmup_operations,
-        threads: config.threads,
+        threads: args.threads.clone(),
         durability: args.durability.clone(),
         cache_bytes: options.cache_size,
         allocator: ALLOCATOR.get().cloned().unwrap_or_else(|| "unknown".into()),
@@ -180,10 +202,11 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         isolation: "one process for every engine".into(),
         engines: Vec::new(),
     };
-    for engine in &engines {
+    let runs = args.threads.iter().flat_map(|&threads| engines.iter().map(move |e| (threads, e)));
+    for (threads, engine) in runs {
         let engine_dir = args.store.clone().unwrap_or_else(|| dir.join(engine));
         let run = if isolate {
-            let (run, how) = run_child(engine, &engine_dir, limit);
+            let (run, how) = run_child(engine, &engine_dir, limit, threads);
             report.isolation = how;
             run
         } else {
@@ -191,7 +214,7 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
                 .map_err(|e| format!("cannot make {}: {e}", engine_dir.display()))
                 .and_then(|()| {
                     // The engine's name goes on its progress bars.
-                    let config = YcsbConfig { engine: engine.clone(), ..config.clone() };
+                    let config = YcsbConfig { engine: engine.clone(), threads, ..config.clone() };
                     ycsb_engine(engine, &engine_dir, &options, durability, &config)
                 })
         };
@@ -201,26 +224,44 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
         }
         // An engine that fails (or whose process the kernel kills at the memory limit) is
         // recorded as failed, and the others still run.
-        let run = run
+        let mut run = run
             .unwrap_or_else(|e| EngineRun { failure: Some(e), ..EngineRun::new(engine, vec![]) });
+        run.threads = threads;
         // Each engine's table prints as soon as it is done (the whole run can take an hour).
         if report.engines.is_empty() {
             print_header(&report);
         }
-        print_engine(&run);
+        print_engine(&run, args.threads.len() > 1);
         report.engines.push(run);
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    if report.engines.len() > 1 {
-        println!("\nops/s; the last row is tierkv ÷ the best peer");
-        print!("{}", driver::comparison(&report.engines));
+    drop(scratch);
+    finish(&args, &report)
+}
+
+/// Prints the comparison of the engines at each thread count, writes the report and the
+/// plots, and says whether every engine ran.
+fn finish(args: &YcsbArgs, report: &YcsbReport) -> Result<ExitCode, String> {
+    let mut engines: Vec<&str> = report.engines.iter().map(|run| run.engine.as_str()).collect();
+    engines.dedup();
+    if engines.len() > 1 {
+        for &threads in &report.threads {
+            // A report of one count records 0 in its runs: every run is at that count.
+            let runs: Vec<EngineRun> = report
+                .engines
+                .iter()
+                .filter(|run| run.threads == threads || run.threads == 0)
+                .cloned()
+                .collect();
+            println!("\nops/s, {threads} thread(s); the last row is tierkv ÷ the best peer");
+            print!("{}", driver::comparison(&runs));
+        }
     }
-    if let Some(json) = &args.report.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(json, text).map_err(|e| format!("cannot write {}: {e}", json.display()))?;
+    if let Some(file) = &args.report.report {
+        let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+        std::fs::write(file, text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     }
     if let Some(dir) = &args.report.plot {
-        for path in plot::write_plots(&report, dir).map_err(|e| e.to_string())? {
+        for path in plot::write_plots(report, dir).map_err(|e| e.to_string())? {
             println!("plot: {}", path.display());
         }
     }
@@ -248,7 +289,7 @@ fn print_header(report: &YcsbReport) {
          workload, {} thread(s), durability {}, budget {} MiB each, allocator {}",
         report.records,
         report.warmup_operations,
-        report.threads,
+        report.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
         report.durability,
         report.cache_bytes >> 20,
         report.allocator
@@ -257,7 +298,7 @@ fn print_header(report: &YcsbReport) {
 }
 
 /// One engine's settings, memory and table (or why it failed).
-fn print_engine(run: &EngineRun) {
+fn print_engine(run: &EngineRun, several_thread_counts: bool) {
     let mib = |bytes: u64| bytes as f64 / 1048576.0;
     let mut memory = String::new();
     if let Some(peak) = run.peak_memory_bytes {
@@ -270,7 +311,7 @@ fn print_engine(run: &EngineRun) {
         (None, Some(anon)) => memory += &format!(", peak anonymous memory {:.1} MiB", mib(anon)),
         _ => {}
     }
-    println!("\n{}: {}{memory}", run.engine, run.settings);
+    println!("\n{}: {}{memory}", run.label(several_thread_counts), run.settings);
     match &run.failure {
         Some(failure) => println!("failed: {failure}"),
         None => print!("{}", driver::table(&run.phases)),
@@ -280,10 +321,19 @@ fn print_engine(run: &EngineRun) {
 }
 
 /// The options of this process's command line that a child must not inherit: the engine
-/// list, the isolation, where the stores go (each child gets its own directory) and where
-/// the report goes (the child's goes to the parent).
-const PARENT_ONLY: [&str; 7] =
-    ["--engines", "--isolate", "--memory-limit-mib", "--join-cgroup", "--path", "--json", "--plot"];
+/// list and the thread counts (a child runs one of each), the isolation, where the stores go
+/// (each child gets its own directory) and where the report goes (the child's goes to the
+/// parent).
+const PARENT_ONLY: [&str; 8] = [
+    "--engines",
+    "--threads",
+    "--isolate",
+    "--memory-limit",
+    "--join-cgroup",
+    "--path",
+    "--report",
+    "--plot",
+];
 
 /// `args` without the options in `PARENT_ONLY`, in either `--name value` or `--name=value`
 /// form (`--isolate` takes no value).
@@ -306,20 +356,28 @@ fn child_args(args: &[String]) -> Vec<String> {
 
 /// Runs `engine` in a child process of this binary (in a memory cgroup of `limit` bytes
 /// when one is given) and reads back its run. Also returns how the child was isolated.
-fn run_child(engine: &str, dir: &Path, limit: Option<u64>) -> (Result<EngineRun, String>, String) {
-    let name = format!("tierkv-ycsb-{}-{engine}", std::process::id());
+fn run_child(
+    engine: &str,
+    dir: &Path,
+    limit: Option<u64>,
+    threads: usize,
+) -> (Result<EngineRun, String>, String) {
+    // A cgroup is not a directory tempfile can make: the process id keeps its name unique.
+    let name = format!("tierkv-ycsb-{}-{engine}-t{threads}", std::process::id());
     let group = match limit {
         None => None,
         Some(limit) => match MemoryCgroup::create(&name, limit) {
             Ok(Some(group)) => Some(group),
             Ok(None) => {
                 let why = "no memory cgroup hierarchy is mounted where this process can see it; \
-                           run without --memory-limit-mib, or where cgroups are writable";
+                           run without --memory-limit, or where cgroups are writable";
                 return (Err(why.into()), String::new());
             }
             Err(e) => return (Err(format!("cannot make a memory cgroup: {e}")), String::new()),
         },
     };
+    // Ctrl-C removes the group too, once the child in it is killed.
+    let _registered = group.as_ref().map(|group| EmptyDirOnInterrupt::register(group.dir()));
     let how = match &group {
         Some(group) => format!(
             "one process per engine, each in a memory cgroup ({:?}) limited to {} MiB, page \
@@ -335,14 +393,15 @@ fn run_child(engine: &str, dir: &Path, limit: Option<u64>) -> (Result<EngineRun,
         let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
         let own: Vec<String> = std::env::args().skip(1).collect();
         let mut command = std::process::Command::new(exe);
-        command.args(child_args(&own)).arg("--engines").arg(engine).arg("--json").arg(&json);
-        command.arg("--path").arg(dir);
+        command.args(child_args(&own)).arg("--engines").arg(engine).arg("--report").arg(&json);
+        command.arg("--threads").arg(threads.to_string()).arg("--path").arg(dir);
         if let Some(group) = &group {
             command.arg("--join-cgroup").arg(group.dir());
         }
         // The child's table goes to /dev/null: the parent prints it once the child is done.
         command.stdout(std::process::Stdio::null());
-        let mut child = command.spawn().map_err(|e| format!("cannot start the child: {e}"))?;
+        let child = WatchedChild::spawn(&mut command)
+            .map_err(|e| format!("cannot start the child: {e}"))?;
         // The cgroup's own peak counts the page cache, which fills any group to its limit;
         // the anonymous memory, sampled here (the group's, or without one the child's), is
         // the engine's own.
@@ -504,16 +563,17 @@ mod tests {
             "--engines",
             "tierkv,lmdb",
             "--isolate",
-            "--memory-limit-mib=320",
-            "--json",
+            "--memory-limit=320m",
+            "--report",
             "out.json",
             "--plot=plots",
             "--threads",
-            "2",
+            "2,4",
+            "--duration=2s",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        assert_eq!(child_args(&args), ["bench", "ycsb", "--records", "10", "--threads", "2"]);
+        assert_eq!(child_args(&args), ["bench", "ycsb", "--records", "10", "--duration=2s"]);
     }
 }

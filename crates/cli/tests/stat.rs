@@ -14,22 +14,25 @@ fn stat_reports_the_tier() {
     let input = dir.path().join("data.tsv");
     let lines: String = (0..20_000).map(|i| format!("key{i:06}\t{}\n", "v".repeat(200))).collect();
     std::fs::write(&input, lines).expect("write");
-    let loaded = tierkv(&["load", input.to_str().expect("utf-8"), "--cache-mib", "2"], &db);
+    let loaded =
+        tierkv(&["load", input.to_str().expect("utf-8"), "--cache-size", "2m", "--quiet"], &db);
     assert!(loaded.status.success(), "{}", String::from_utf8_lossy(&loaded.stderr));
-    let text =
-        tierkv(&["stat", "--cache-mib", "2", "--tier-mib", "4", "--tier-max-overhead", "0"], &db);
+    let text = tierkv(
+        &["stat", "--cache-size", "2m", "--tier-size", "4m", "--tier-max-overhead", "0"],
+        &db,
+    );
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
     assert!(stdout.contains("tier: ") && stdout.contains("tier lookups: "), "{stdout}");
     assert!(stdout.contains("overhead bypass off"), "{stdout}");
-    let json = tierkv(&["stat", "--cache-mib", "2", "--tier-mib", "4", "--json"], &db);
+    let json = tierkv(&["stat", "--cache-size", "2MiB", "--tier-size", "4096k", "--json"], &db);
     let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
     let tier = &report["tier"];
     // The verify read every page past a 2 MiB cache: each was looked up in the tier.
     assert!(tier["lookups"].as_u64().expect("lookups") > 0, "{tier}");
     assert_eq!(tier["overhead_bypass"], true);
     assert_eq!(tier["capacity_bytes"].as_u64(), Some(4 << 20));
-    // Without --tier-mib there is none.
+    // Without --tier-size there is none.
     let plain = tierkv(&["stat", "--json"], &db);
     let report: serde_json::Value = serde_json::from_slice(&plain.stdout).expect("json");
     assert!(report["tier"].is_null());

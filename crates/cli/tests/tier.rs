@@ -14,16 +14,16 @@ fn the_tier_bench_runs_every_configuration_small() {
         .map(|info| info.direct_alignment.is_some())
         .unwrap_or(false);
     let output = Command::new(env!("CARGO_BIN_EXE_tierkv"))
-        .args(["bench", "tier", "--records", "3000", "--cache-mib", "4", "--tier-mib", "8"])
-        .args(["--workloads", "c,a", "--duration", "0.3", "--warmup", "300", "--quiet"])
+        .args(["bench", "tier", "--records", "3000", "--cache-size", "4m", "--tier-size", "8m"])
+        .args(["--workloads", "c,a", "--duration", "300ms", "--warmup", "300", "--quiet"])
         .args(["--warmup-first", "500"])
         .args(["--read-method", if direct { "direct" } else { "syscall" }])
-        .args(["--readers", "2", "--writers", "0,1", "--writers-tier-mib", "2"])
-        .args(["--writers-seconds", "0.1", "--writers-backing"])
+        .args(["--readers", "2", "--writers", "0,1", "--writers-tier-size", "2m"])
+        .args(["--writers-duration", "100ms", "--writers-backing"])
         .arg(dir.path())
         .arg("--path")
         .arg(dir.path())
-        .arg("--json")
+        .arg("--report")
         .arg(&json)
         .arg("--plot")
         .arg(&plots)
@@ -64,7 +64,7 @@ fn the_tier_bench_runs_every_configuration_small() {
         if name.starts_with("tier") {
             assert!(tier["lookups"].as_u64().expect("lookups") > 0, "{name}: {tier}");
             assert_eq!(tier["overhead_bypass"].as_bool(), Some(name == "tier"), "{name}");
-            assert!(config["command"].as_str().expect("command").contains("--tier-mib 8"));
+            assert!(config["command"].as_str().expect("command").contains("--tier-size 8m"));
             // The exclusive tier is filled by demotions, and each hit takes its block out.
             let exclusive = name == "tier-exclusive";
             assert_eq!(tier["inserts_read"].as_u64() == Some(0), exclusive, "{name}: {tier}");
@@ -76,8 +76,8 @@ fn the_tier_bench_runs_every_configuration_small() {
             assert!(tier.is_null(), "{name}: {tier}");
         }
     }
-    assert!(configs[4]["command"].as_str().expect("command").contains("--cache-mib 12"));
-    assert!(configs[5]["command"].as_str().expect("command").contains("--memory-limit-mib 140"));
+    assert!(configs[4]["command"].as_str().expect("command").contains("--cache-size 12m"));
+    assert!(configs[5]["command"].as_str().expect("command").contains("--memory-limit 140m"));
     assert_eq!(report["load"]["operations"].as_u64(), Some(3000));
     assert!(report["data_bytes"].as_u64().expect("bytes") > 0);
     let writers = report["writers"].as_array().expect("writers");
@@ -100,12 +100,12 @@ fn rounds_rotate_the_order_and_the_table_gives_medians() {
     let dir = tempfile::tempdir().expect("dir");
     let json = dir.path().join("tier.json");
     let output = Command::new(env!("CARGO_BIN_EXE_tierkv"))
-        .args(["bench", "tier", "--records", "2000", "--cache-mib", "4", "--tier-mib", "8"])
-        .args(["--workloads", "c", "--duration", "0.2", "--warmup", "100", "--quiet"])
+        .args(["bench", "tier", "--records", "2000", "--cache-size", "4m", "--tier-size", "8m"])
+        .args(["--workloads", "c", "--duration", "0.2s", "--warmup", "100", "--quiet"])
         .args(["--warmup-first", "200", "--read-method", "syscall", "--readers", "0"])
         .args(["--configs", "no-tier,tier", "--repeats", "3", "--path"])
         .arg(dir.path())
-        .arg("--json")
+        .arg("--report")
         .arg(&json)
         .output()
         .expect("run");

@@ -8,12 +8,12 @@ use std::process::Command;
 fn torture(dir: &std::path::Path, extra: &[&str]) -> (bool, String, serde_json::Value) {
     let json = dir.join("torture.json");
     let output = Command::new(env!("CARGO_BIN_EXE_tierkv"))
-        .args(["torture", "crash", "--cycles", "4", "--threads", "3", "--keys", "60"])
-        .args(["--kill-min-ms", "5", "--kill-max-ms", "150", "--cache-mib", "4", "--quiet"])
+        .args(["torture", "crash", "--cycles", "4", "--writer-threads", "3", "--keys", "60"])
+        .args(["--kill-min", "5ms", "--kill-max", "150ms", "--cache-size", "4m", "--quiet"])
         .args(extra)
         .arg("--path")
         .arg(dir.join("store"))
-        .arg("--json")
+        .arg("--report")
         .arg(&json)
         .output()
         .expect("run");

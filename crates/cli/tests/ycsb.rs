@@ -3,18 +3,26 @@
 
 use std::process::Command;
 
-/// Runs `tierkv bench ycsb` on a tiny store of `records` with `extra` options; returns the
-/// exit status's success, stdout and the JSON report.
+/// Runs `tierkv bench ycsb` on a tiny store of `records` with 2 client threads and `extra`
+/// options; returns the exit status's success, stdout and the JSON report.
 fn ycsb(records: u64, extra: &[&str]) -> (bool, String, serde_json::Value) {
+    ycsb_with_threads(records, "2", extra)
+}
+
+fn ycsb_with_threads(
+    records: u64,
+    threads: &str,
+    extra: &[&str],
+) -> (bool, String, serde_json::Value) {
     let dir = tempfile::tempdir().expect("dir");
     let json = dir.path().join("report.json");
     let output = Command::new(env!("CARGO_BIN_EXE_tierkv"))
         .args(["bench", "ycsb", "--records", &records.to_string()])
         .args(["--operations", "200", "--warmup", "50"])
-        .args(["--threads", "2", "--workloads", "a,e", "--durability", "none", "--quiet"])
-        .args(["--cache-mib", "8", "--path"])
+        .args(["--threads", threads, "--workloads", "a,e", "--durability", "none", "--quiet"])
+        .args(["--cache-size", "8m", "--path"])
         .arg(dir.path())
-        .arg("--json")
+        .arg("--report")
         .arg(&json)
         .args(extra)
         .output()
@@ -72,7 +80,7 @@ fn an_isolated_engine_runs_in_a_child_and_its_table_prints() {
 #[test]
 fn a_memory_limit_records_the_engine_peak_or_why_it_could_not() {
     // Enough records for the child to live through several of the parent's samples.
-    let (ok, stdout, report) = ycsb(3000, &["--memory-limit-mib", "256"]);
+    let (ok, stdout, report) = ycsb(3000, &["--memory-limit", "256m"]);
     let run = &report["engines"][0];
     match run["failure"].as_str() {
         None => {
@@ -91,4 +99,22 @@ fn a_memory_limit_records_the_engine_peak_or_why_it_could_not() {
             assert!(stdout.contains(&format!("failed: {failure}")), "{stdout}");
         }
     }
+}
+
+/// A list of thread counts runs every engine at each, each run in a child of its own here,
+/// and the report records the counts and each run's.
+#[test]
+fn every_engine_runs_at_every_thread_count() {
+    let (ok, stdout, report) = ycsb_with_threads(300, "1,3", &["--isolate"]);
+    assert!(ok, "{stdout}");
+    assert_eq!(report["threads"], serde_json::json!([1, 3]));
+    let runs = report["engines"].as_array().expect("engines");
+    let counts: Vec<u64> =
+        runs.iter().map(|run| run["threads"].as_u64().expect("threads")).collect();
+    assert_eq!(counts, [1, 3]);
+    for run in runs {
+        assert!(run["failure"].is_null(), "{run}");
+        assert_eq!(phases(&serde_json::json!({"engines": [run]}))[0], ("load".into(), 300));
+    }
+    assert!(stdout.contains("tierkv ×1: ") && stdout.contains("tierkv ×3: "), "{stdout}");
 }

@@ -123,7 +123,7 @@ impl Identity {
         out.extend_from_slice(&(path.len() as u16).to_le_bytes());
         out.extend_from_slice(&self.source_sequence.to_le_bytes());
         out.extend_from_slice(path);
-        let crc = crc32c::crc32c(&out);
+        let crc = tierkv_io::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         debug_assert_eq!(Identity::decode(&out, Path::new("")).ok().as_ref(), Some(self));
         out
@@ -152,7 +152,7 @@ impl Identity {
         // In every version the last four bytes are the checksum of the rest, so that damage
         // is told from a newer format whose layout this code does not know.
         let body = bytes.len() - 4;
-        if crc32c::crc32c(&bytes[..body]) != u32_at(body) {
+        if tierkv_io::crc32c(&bytes[..body]) != u32_at(body) {
             return corrupt(body, "the checksum does not match".into());
         }
         let version = u32_at(16);
@@ -304,7 +304,7 @@ mod tests {
         let mut newer = bytes.clone();
         newer[16] = 2;
         let body = newer.len() - 4;
-        let crc = crc32c::crc32c(&newer[..body]).to_le_bytes();
+        let crc = tierkv_io::crc32c(&newer[..body]).to_le_bytes();
         newer[body..].copy_from_slice(&crc);
         assert!(matches!(
             Identity::decode(&newer, path),

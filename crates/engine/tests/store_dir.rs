@@ -116,7 +116,7 @@ fn the_identity_file_tells_other_formats_and_damage_apart() {
     newer[16] = 9;
     // A newer format: its last four bytes are still the checksum of the rest.
     let body = newer.len() - 4;
-    let crc = crc32c::crc32c(&newer[..body]).to_le_bytes();
+    let crc = tierkv_io::crc32c(&newer[..body]).to_le_bytes();
     newer[body..].copy_from_slice(&crc);
     check(&newer, |e| matches!(e, Error::NewerFormat { found: 9, .. }));
     let mut damaged = good.clone();

@@ -56,9 +56,11 @@
 
 mod aligned;
 pub mod cgroup;
+mod crc;
 mod error;
 mod file;
 pub mod futex;
+pub mod interrupt;
 pub mod machine;
 mod options;
 mod os;
@@ -72,6 +74,7 @@ mod stats;
 pub mod stress;
 
 pub use aligned::AlignedBuf;
+pub use crc::{crc32c, crc32c_parts};
 pub use error::{AlignedItem, Error, FaultErrno, Op, Result};
 pub use file::{File, FileLock, Storage};
 pub use options::{

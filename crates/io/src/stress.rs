@@ -355,7 +355,7 @@ fn encode_block(buf: &mut [u8], index: u64, version: u64, writer: u32) {
 }
 
 fn block_crc(buf: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&buf[..28]), &buf[HEADER_BYTES..])
+    crate::crc32c_parts(&[&buf[..28], &buf[HEADER_BYTES..]])
 }
 
 fn field(buf: &[u8], at: usize) -> u64 {

@@ -115,7 +115,7 @@ impl SegmentHeader {
         block[16..24].copy_from_slice(&self.number.to_le_bytes());
         block[24..32].copy_from_slice(&self.capacity.to_le_bytes());
         block[32] = self.backend.code();
-        let crc = crc32c::crc32c(&block[..HEADER_CRC_OFFSET]);
+        let crc = tierkv_io::crc32c(&block[..HEADER_CRC_OFFSET]);
         block[HEADER_CRC_OFFSET..HEADER_FIELDS_BYTES].copy_from_slice(&crc.to_le_bytes());
         let commit = COMMIT_WORD_OFFSET as usize;
         block[commit..commit + 8].copy_from_slice(&RECORDS_START.to_le_bytes());
@@ -134,7 +134,7 @@ impl SegmentHeader {
             return Err("bad magic: not a tierkv log segment".into());
         }
         let stored = u32::from_le_bytes(le4(&bytes[HEADER_CRC_OFFSET..]));
-        let computed = crc32c::crc32c(&bytes[..HEADER_CRC_OFFSET]);
+        let computed = tierkv_io::crc32c(&bytes[..HEADER_CRC_OFFSET]);
         if stored != computed {
             return Err(format!("header checksum {stored:#010x} != computed {computed:#010x}"));
         }
@@ -186,7 +186,7 @@ pub fn encode_record(out: &mut Vec<u8>, lsn: Lsn, kind: RecordType, payload: &[u
 }
 
 fn record_crc(header_tail: &[u8], payload: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(header_tail), payload)
+    tierkv_io::crc32c_parts(&[header_tail, payload])
 }
 
 /// Why bytes at a record position are not a valid record.

@@ -19,7 +19,8 @@
 //! 4. **Sustained overwrite** (`pages`, optional): uniform page rewrites on a `LogStore` for
 //!    some minutes, sampling its space amplification once a second.
 //!
-//! Everything runs under `<path>/tierkv-blocks-bench`, which is removed at the end.
+//! Everything runs in a scratch directory under `<path>` (`tierkv-blocks-` and random
+//! characters), which is removed at the end, on a panic and on Ctrl-C.
 //!
 //! Must never: report an operation that did not complete durably (every timed write path ends
 //! with an fdatasync, or a store group that returned `Ok`), assert on speed, or leave its
@@ -29,7 +30,7 @@ pub mod micro;
 pub mod output;
 pub mod pages;
 pub mod plot;
-pub mod zipf;
+pub mod scramble;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -41,9 +42,7 @@ use tierkv_io::machine::machine_info;
 use tierkv_io::{file_system_info, Storage};
 
 use crate::device::{BenchError, Machine};
-
-/// Directory of all scratch files, under the bench path.
-pub const SCRATCH_DIR: &str = "tierkv-blocks-bench";
+use crate::scratch::ScratchDir;
 
 /// The write patterns of seed 003's micro-benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -414,9 +413,9 @@ pub fn run(config: &BlocksBenchConfig, command: &str) -> Result<BlocksReport, Be
     let storage = Storage::Os;
     storage.create_dir_all(&config.path)?;
     let fs = file_system_info(&config.path)?;
-    let scratch = config.path.join(SCRATCH_DIR);
-    remove_tree(&storage, &scratch)?;
-    storage.create_dir_all(&scratch)?;
+    let scratch_dir = ScratchDir::new_in(&config.path, "tierkv-blocks-")
+        .map_err(|source| BenchError::Output { path: config.path.clone(), source })?;
+    let scratch = scratch_dir.path().to_path_buf();
     let steps = 2 * config.patterns.len()
         + 2 * config.page_sizes.len() * config.trials
         + usize::from(config.overwrite.is_some());
@@ -432,7 +431,7 @@ pub fn run(config: &BlocksBenchConfig, command: &str) -> Result<BlocksReport, Be
         None => None,
     };
     progress.finish_and_clear();
-    remove_tree(&storage, &scratch)?;
+    scratch_dir.remove().map_err(|source| BenchError::Output { path: scratch.clone(), source })?;
 
     if fs.is_memory {
         notes.push(format!(

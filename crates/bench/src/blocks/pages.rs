@@ -43,8 +43,8 @@ use tierkv_blockstore::{
 use tierkv_io::machine::{device_writes, process_cpu_seconds, process_write_bytes};
 use tierkv_io::Storage;
 
-use super::zipf::{PageChooser, Scramble, Zipfian};
-use super::{finite, one, remove_tree, BlocksBenchConfig, Distribution, RunLength};
+use super::scramble::PageChooser;
+use super::{finite, one, remove_tree, BlocksBenchConfig, RunLength};
 use crate::device::BenchError;
 use crate::summary::median_of_present;
 
@@ -390,14 +390,9 @@ fn load(
     Ok(started.elapsed().as_secs_f64())
 }
 
-fn chooser(config: &BlocksBenchConfig, pages_total: u64) -> Result<PageChooser, BenchError> {
-    Ok(match config.distribution {
-        Distribution::Uniform => PageChooser::Uniform { items: pages_total },
-        Distribution::Zipfian => PageChooser::Zipfian {
-            zipf: Zipfian::new(pages_total, config.zipf_theta).map_err(BenchError::Config)?,
-            scramble: Scramble::new(pages_total),
-        },
-    })
+/// The page chooser of `config` over `pages_total` pages (its theta checked by `validate`).
+fn chooser(config: &BlocksBenchConfig, pages_total: u64) -> PageChooser {
+    PageChooser::new(config.distribution, pages_total, config.zipf_theta)
 }
 
 /// The difference of two readings of a counter (write bytes, write requests), when both exist.
@@ -424,6 +419,7 @@ fn run_mode(
 
     // The same stream for both modes: the seed depends on the page size only.
     let mut rng = fastrand::Rng::with_seed(config.seed ^ (page_bytes as u64).rotate_left(40));
+    let mut chooser = chooser.clone();
     let mut dirty: HashMap<u64, u64> = HashMap::with_capacity(config.checkpoint_every as usize);
     let mut flush_list: Vec<(u64, u64)> = Vec::with_capacity(config.checkpoint_every as usize);
     let (mut updates, mut pages_flushed, mut groups, mut flushes) = (0u64, 0u64, 0u64, 0u64);
@@ -585,7 +581,7 @@ pub fn run(
     let mut ratios = Vec::new();
     for &page_bytes in &config.page_sizes {
         let pages_total = config.data_set_bytes / page_bytes as u64;
-        let chooser = chooser(config, pages_total)?;
+        let chooser = chooser(config, pages_total);
         let mut trials = Vec::with_capacity(config.trials);
         for trial in 0..config.trials {
             let mut modes = [Mode::AtomicGroup, Mode::Doublewrite];

@@ -8,8 +8,9 @@
 //!   zero, NaN) draws no bar and no label, never a bar at a made-up height.
 //! - Every plot carries a footer naming the machine's CPU, the kernel, the file system and the
 //!   path: a figure without its machine is not a result.
-//! - The SVG is hand-written like the WAL plots (their text and escape helpers), so this
-//!   builds on a bare CI machine; all text taken from the report is escaped.
+//! - The bars and lines are drawn through plotters (`bars`, `lines`, `canvas`) with no font
+//!   library, so this builds on a bare CI machine; all text taken from the report is
+//!   escaped.
 //!
 //! Must never: write outside `dir`, or panic on a degenerate report (no rows, one value, equal
 //! values, zeros).
@@ -19,10 +20,10 @@ use std::path::{Path, PathBuf};
 use super::micro::{MicroTable, Timing};
 use super::{BlocksReport, Buffering};
 use crate::bars::{render_bars, Bar, BarChart, Group};
+use crate::canvas::{size_name, write_svg};
 use crate::device::BenchError;
 use crate::lines::{render_lines, Line, LineChart, Scale};
 use crate::summary::median_of_present;
-use crate::svg::{size_name, write_svg};
 
 /// Writes the plots into `dir` (created if missing) and returns their paths, sorted:
 /// `latency-{block}.svg`, `bandwidth-{block}.svg`, `page-update-bytes.svg` and
@@ -43,18 +44,18 @@ pub fn write_plots(report: &BlocksReport, dir: &Path) -> Result<Vec<PathBuf>, Be
     let mut written = Vec::new();
     let latency = micro_chart(&report.latency, "median latency, µs", |t| t.latency_us_median);
     let name = format!("latency-{}.svg", size_name(report.latency.block_bytes));
-    written.push(write_svg(dir, &name, &render_bars(&latency, &footer))?);
+    written.push(write_svg(dir, &name, render_bars(&latency, &footer))?);
     let bandwidth =
         micro_chart(&report.bandwidth, "MB/s (from the median)", |t| t.bandwidth_mb_per_s);
     let name = format!("bandwidth-{}.svg", size_name(report.bandwidth.block_bytes));
-    written.push(write_svg(dir, &name, &render_bars(&bandwidth, &footer))?);
+    written.push(write_svg(dir, &name, render_bars(&bandwidth, &footer))?);
     if !report.page_update.is_empty() {
         let charts = page_charts(report);
-        written.push(write_svg(dir, "page-update-bytes.svg", &render_bars(&charts.0, &footer))?);
+        written.push(write_svg(dir, "page-update-bytes.svg", render_bars(&charts.0, &footer))?);
         written.push(write_svg(
             dir,
             "page-update-pages-per-s.svg",
-            &render_bars(&charts.1, &footer),
+            render_bars(&charts.1, &footer),
         )?);
     }
     if let Some(overwrite) = &report.overwrite {
@@ -62,7 +63,7 @@ pub fn write_plots(report: &BlocksReport, dir: &Path) -> Result<Vec<PathBuf>, Be
             overwrite.samples.iter().map(|s| (s.elapsed_s, s.space_amplification)).collect();
         let chart = space_amplification_chart(overwrite.page_bytes, points);
         let svg = render_lines(&chart, &footer);
-        written.push(write_svg(dir, "overwrite-space-amplification.svg", &svg)?);
+        written.push(write_svg(dir, "overwrite-space-amplification.svg", svg)?);
     }
     written.sort();
     Ok(written)
@@ -205,15 +206,16 @@ mod tests {
             }],
             reference_label: Some("seed".into()),
         };
-        let svg = render_bars(&chart, "footer");
+        let svg = render_bars(&chart, "footer").expect("drawn");
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(!svg.contains("NaN") && svg.contains("t &lt;&amp;&gt;"));
         let empty = BarChart { groups: Vec::new(), ..chart };
-        assert!(render_bars(&empty, "f").contains("no data"));
+        assert!(render_bars(&empty, "f").expect("drawn").contains("no data"));
         let points = vec![(1.0, 1.2), (2.0, 1.3), (3.0, f64::NAN)];
-        let line = render_lines(&space_amplification_chart(4096, points), "f");
+        let line = render_lines(&space_amplification_chart(4096, points), "f").expect("drawn");
         assert_eq!(line.matches("<polyline").count(), 1);
         assert!(!line.contains("NaN"));
-        assert!(render_lines(&space_amplification_chart(4096, vec![]), "f").contains("1.5 bound"));
+        let empty = render_lines(&space_amplification_chart(4096, vec![]), "f").expect("drawn");
+        assert!(empty.contains("1.5 bound"));
     }
 }

@@ -25,8 +25,8 @@ use tierkv_io::{AccessMethod, OpenOptions, Storage};
 
 pub use runner::Target;
 pub use types::{
-    format_bytes, parse_bytes, CacheState, DeviceReport, FileInfo, FioComparison, IoOp, Machine,
-    Pattern, PointResult, PointSpec,
+    format_bytes, CacheState, DeviceReport, FileInfo, FioComparison, IoOp, Machine, Pattern,
+    PointResult, PointSpec,
 };
 
 /// Errors of the device lab.
@@ -40,7 +40,7 @@ pub enum BenchError {
     #[error(transparent)]
     Block(#[from] tierkv_blockstore::BlockError),
     /// The configuration cannot run.
-    #[error("invalid device bench configuration: {0}")]
+    #[error("invalid configuration: {0}")]
     Config(String),
     /// The engine failed.
     #[error("engine: {0}")]

@@ -41,6 +41,7 @@ use tierkv_io::machine::{machine_info, malloc_in_use_bytes, process_memory};
 use tierkv_io::AccessMethod;
 
 use crate::device::{BenchError, Machine};
+use crate::scratch::ScratchDir;
 use crate::summary::median_of_present;
 
 mod plot;
@@ -421,14 +422,11 @@ pub fn run(config: &EngineBenchConfig) -> Result<EngineBenchReport, BenchError> 
     if config.num == 0 {
         return Err(BenchError::Engine("num must be at least 1".into()));
     }
-    let dir = config.path.join(format!("tierkv-engine-bench-{}", std::process::id()));
-    if dir.exists() {
-        return Err(BenchError::Engine(format!("{} already exists", dir.display())));
-    }
-    let result = run_in(config, &dir);
-    // Scratch files go whatever happened.
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    // Scratch files go whatever happens: on return, on a panic, on Ctrl-C.
+    let scratch = ScratchDir::new_in(&config.path, "tierkv-engine-bench-").map_err(|e| {
+        BenchError::Engine(format!("cannot make a directory in {}: {e}", config.path.display()))
+    })?;
+    run_in(config, &scratch.path().join("store"))
 }
 
 fn run_in(config: &EngineBenchConfig, dir: &Path) -> Result<EngineBenchReport, BenchError> {

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use super::EngineBenchReport;
 use crate::bars::{render_bars, Bar, BarChart, Group};
+use crate::canvas::write_svg;
 use crate::device::BenchError;
 use crate::lines::{render_lines, Line, LineChart, Scale};
-use crate::svg::write_svg;
 
 const MIB: f64 = (1 << 20) as f64;
 
@@ -96,15 +96,15 @@ pub fn write_plots(report: &EngineBenchReport, dir: &Path) -> Result<Vec<PathBuf
         reference_label: Some("bound: cache_size + 64 MiB".into()),
     };
     let mut written = vec![
-        write_svg(dir, "ops.svg", &render_bars(&ops, &footer))?,
-        write_svg(dir, "latency.svg", &render_bars(&latency, &footer))?,
-        write_svg(dir, "memory.svg", &render_bars(&memory, &footer))?,
+        write_svg(dir, "ops.svg", render_bars(&ops, &footer))?,
+        write_svg(dir, "latency.svg", render_bars(&latency, &footer))?,
+        write_svg(dir, "memory.svg", render_bars(&memory, &footer))?,
     ];
     if !report.memory_trace.is_empty() {
         written.push(write_svg(
             dir,
             "memory-trace.svg",
-            &render_lines(&trace_chart(report), &footer),
+            render_lines(&trace_chart(report), &footer),
         )?);
     }
     if let Some(methods) = &report.read_methods {
@@ -146,7 +146,7 @@ pub fn write_plots(report: &EngineBenchReport, dir: &Path) -> Result<Vec<PathBuf
             groups,
             reference_label: Some("seed 000: syscall × 1.63".into()),
         };
-        written.push(write_svg(dir, "read-methods.svg", &render_bars(&chart, &footer))?);
+        written.push(write_svg(dir, "read-methods.svg", render_bars(&chart, &footer))?);
     }
     written.sort();
     Ok(written)

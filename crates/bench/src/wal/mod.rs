@@ -2,7 +2,8 @@
 //! backends by thread count and record size, beside the device's fdatasync limit and, where
 //! installed, RocksDB's and SQLite's synchronous commits on the same path.
 //!
-//! A point opens a fresh log in `<path>/tierkv-wal-bench`, waits until the spare segment is
+//! A point opens a fresh log in `tierkv-wal-bench` in the run's scratch directory under
+//! `<path>` (removed at the end, on a panic and on Ctrl-C), waits until the spare segment is
 //! prepared (so the first seconds do not measure the zero-fill of a segment that a long-running
 //! log would have prepared long before), then runs `threads` appenders for `duration`, each
 //! timing every append. Rotations and the preparation of later segments during the run are
@@ -31,6 +32,7 @@ use tierkv_io::{file_system_info, AccessMethod, OpenOptions, PmemMode, Storage};
 use tierkv_wal::{Backend, Durability, RecordType, Wal, WalOptions};
 
 use crate::device::{BenchError, Machine};
+use crate::scratch::ScratchDir;
 
 /// Name of the log directory a point creates under the bench path.
 const LOG_DIR: &str = "tierkv-wal-bench";
@@ -47,7 +49,8 @@ const SYNC_LIMIT_WRITE_BYTES: usize = 4096;
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct WalBenchConfig {
-    /// Directory the logs (and the peers' databases) are created in.
+    /// Directory the logs (and the peers' databases) are created in, in a scratch directory
+    /// of the run.
     pub path: PathBuf,
     /// Log backends.
     pub backends: Vec<Backend>,
@@ -223,6 +226,12 @@ pub fn run(config: &WalBenchConfig, command: &str) -> Result<WalReport, BenchErr
     let storage = Storage::Os;
     storage.create_dir_all(&config.path)?;
     let fs = file_system_info(&config.path)?;
+    // Every file of the run (the logs, the fdatasync-limit file, the peers' databases) goes
+    // in a scratch directory under the path: removed at the end, on a panic, on Ctrl-C.
+    let scratch = ScratchDir::new_in(&config.path, "tierkv-wal-")
+        .map_err(|source| BenchError::Output { path: config.path.clone(), source })?;
+    let report_path = config.path.clone();
+    let config = &WalBenchConfig { path: scratch.path().to_path_buf(), ..config.clone() };
     let points_total = config.backends.len() * config.threads.len() * config.record_sizes.len();
     let peer_plan = if config.peers { peers::plan(config) } else { peers::PeerPlan::default() };
     let progress = progress_bar(config, (points_total + peer_plan.points() + 1) as u64);
@@ -268,6 +277,7 @@ pub fn run(config: &WalBenchConfig, command: &str) -> Result<WalReport, BenchErr
     let (peer_points, mut peers_skipped) = peers::run(&peer_plan, config, &progress)?;
     peers_skipped.extend(peer_plan.skipped.iter().cloned());
     progress.finish_and_clear();
+    scratch.remove().map_err(|source| BenchError::Output { path: config.path.clone(), source })?;
 
     let mut notes = Vec::new();
     if fs.is_memory {
@@ -275,21 +285,21 @@ pub fn run(config: &WalBenchConfig, command: &str) -> Result<WalReport, BenchErr
             "{} is {}, a memory file system: fdatasync has no device to wait for, and the pmem \
              backend runs in flush-only emulation (real clwb/clflushopt and sfence on DRAM; \
              not durable across power loss)",
-            config.path.display(),
+            report_path.display(),
             fs.fs_type
         ));
     } else if !fs.dax && config.backends.contains(&Backend::Pmem) {
         notes.push(format!(
             "{} is {} without DAX: the pmem backend persists with msync (a system call), as it \
              must to be durable on a page-cache file",
-            config.path.display(),
+            report_path.display(),
             fs.fs_type
         ));
     }
     Ok(WalReport {
         command: command.to_string(),
         machine: machine_info().into(),
-        path: config.path.clone(),
+        path: report_path,
         fs_type: fs.fs_type,
         fs_is_memory: fs.is_memory,
         dax: fs.dax,

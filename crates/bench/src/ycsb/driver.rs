@@ -799,11 +799,37 @@ pub struct EngineRun {
     /// Why the engine did not finish, when it failed (its phases are then empty).
     #[serde(default)]
     pub failure: Option<String>,
+    /// Client threads of this run (0 in reports of one thread count: the report's).
+    #[serde(default)]
+    pub threads: usize,
     /// The load, then each workload.
     pub phases: Vec<PhaseResult>,
 }
 
+/// A list of counts, or one count as a bare number (reports written before thread counts
+/// were lists).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<usize>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(usize),
+        Many(Vec<usize>),
+    }
+    Ok(match OneOrMany::deserialize(deserializer)? {
+        OneOrMany::One(one) => vec![one],
+        OneOrMany::Many(many) => many,
+    })
+}
+
 impl EngineRun {
+    /// The engine's name, and its thread count where a report has runs of several.
+    pub fn label(&self, several_thread_counts: bool) -> String {
+        match several_thread_counts {
+            true => format!("{} ×{}", self.engine, self.threads),
+            false => self.engine.clone(),
+        }
+    }
+
     /// A run of `engine` with no settings, memory or failure recorded.
     pub fn new(engine: &str, phases: Vec<PhaseResult>) -> EngineRun {
         EngineRun {
@@ -812,6 +838,7 @@ impl EngineRun {
             peak_memory_bytes: None,
             peak_anon_bytes: None,
             failure: None,
+            threads: 0,
             phases,
         }
     }
@@ -837,8 +864,10 @@ pub struct YcsbReport {
     /// Warm-up requests before each workload's measured part.
     #[serde(default)]
     pub warmup_operations: u64,
-    /// Client threads.
-    pub threads: usize,
+    /// Client thread counts, in the order run (every engine ran at each); a report of one
+    /// count may hold it as a bare number.
+    #[serde(deserialize_with = "one_or_many")]
+    pub threads: Vec<usize>,
     /// Durability of every write.
     pub durability: String,
     /// Each engine's cache, bytes.

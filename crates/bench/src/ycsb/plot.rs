@@ -23,20 +23,20 @@ use std::path::{Path, PathBuf};
 use super::driver::{PhaseResult, YcsbReport};
 use super::WorkloadSpec;
 use crate::bars::{render_bars, Bar, BarChart, Group, COLOURS};
+use crate::canvas::{write_svg, Dash};
 use crate::device::BenchError;
 use crate::lines::{render_lines, Line, LineChart, Scale};
-use crate::svg::write_svg;
 
 /// The name of the load phase in a report.
 const LOAD: &str = "load";
 
 /// Operation types in the driver's order, each with the dash of its lines.
-const OPERATION_DASHES: [(&str, Option<&str>); 5] = [
+const OPERATION_DASHES: [(&str, Option<Dash>); 5] = [
     ("read", None),
-    ("update", Some("8 4")),
-    ("insert", Some("2 4")),
-    ("scan", Some("12 4 2 4")),
-    ("read_modify_write", Some("4 2")),
+    ("update", Some((8.0, 4.0))),
+    ("insert", Some((2.0, 4.0))),
+    ("scan", Some((14.0, 6.0))),
+    ("read_modify_write", Some((4.0, 2.0))),
 ];
 
 /// Writes the plots into `dir` (created if missing) and returns their paths, sorted:
@@ -47,11 +47,11 @@ pub fn write_plots(report: &YcsbReport, dir: &Path) -> Result<Vec<PathBuf>, Benc
     let footer = footer(report);
     let phases = phase_names(report);
     let mut written =
-        vec![write_svg(dir, "throughput.svg", &render_bars(&throughput_chart(report), &footer))?];
+        vec![write_svg(dir, "throughput.svg", render_bars(&throughput_chart(report), &footer))?];
     for phase in phases.iter().filter(|phase| *phase != LOAD) {
         let file_name: String = phase.chars().filter(char::is_ascii_alphanumeric).collect();
         let svg = render_lines(&latency_chart(report, phase), &footer);
-        written.push(write_svg(dir, &format!("latency-{file_name}.svg"), &svg)?);
+        written.push(write_svg(dir, &format!("latency-{file_name}.svg"), svg)?);
     }
     written.sort();
     Ok(written)
@@ -77,8 +77,13 @@ fn footer(report: &YcsbReport) -> String {
         report.durability,
         report.records,
         report.warmup_operations,
-        report.threads,
+        thread_counts(report),
     )
+}
+
+/// `2`, or `1, 2, 4` where every engine ran at each.
+fn thread_counts(report: &YcsbReport) -> String {
+    report.threads.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// Every phase of every engine, in the order first run.
@@ -107,16 +112,17 @@ fn phase_label(name: &str) -> String {
 
 /// Ops/s, grouped by phase, one bar per engine.
 fn throughput_chart(report: &YcsbReport) -> BarChart {
+    let several = report.threads.len() > 1;
     BarChart {
-        title: format!("YCSB: operations per second, {} thread(s)", report.threads),
+        title: format!("YCSB: operations per second, {} thread(s)", thread_counts(report)),
         y_label: "ops/s".into(),
         // A failed engine keeps its place in the legend, marked, and has no bars.
         series: report
             .engines
             .iter()
             .map(|run| match run.failure {
-                Some(_) => format!("{} (failed: see the report)", run.engine),
-                None => run.engine.clone(),
+                Some(_) => format!("{} (failed: see the report)", run.label(several)),
+                None => run.label(several),
             })
             .collect(),
         groups: phase_names(report)
@@ -159,6 +165,7 @@ fn mix(name: &str) -> Option<String> {
 /// The latency CDF of each engine and operation type in run phase `name`.
 fn latency_chart(report: &YcsbReport, name: &str) -> LineChart {
     let several = report.engines.len() > 1;
+    let several_counts = report.threads.len() > 1;
     let mut lines = Vec::new();
     for (engine_index, run) in report.engines.iter().enumerate() {
         let Some(phase) = find(&run.phases, name) else { continue };
@@ -170,7 +177,7 @@ fn latency_chart(report: &YcsbReport, name: &str) -> LineChart {
                 false => (COLOURS[place % COLOURS.len()], None),
             };
             let label = match several {
-                true => format!("{} {}", run.engine, stats.operation),
+                true => format!("{} {}", run.label(several_counts), stats.operation),
                 false => stats.operation.clone(),
             };
             lines.push(Line {
@@ -211,7 +218,7 @@ mod tests {
             duration_s: Some(10.0),
             target_ops_per_sec: None,
             warmup_operations: 100,
-            threads: 2,
+            threads: vec![2],
             durability: "none".into(),
             cache_bytes: 4 << 20,
             allocator: "system".into(),
@@ -223,7 +230,7 @@ mod tests {
 
     fn assert_svg(path: &Path) -> String {
         let svg = std::fs::read_to_string(path).expect("read");
-        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""), "{path:?}");
+        assert!(svg.starts_with("<svg ") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""));
         assert!(svg.ends_with("</svg>\n"), "{path:?}");
         assert_eq!(svg.matches("<svg").count(), 1, "{path:?}");
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{path:?}");
@@ -269,16 +276,18 @@ mod tests {
         }
         let throughput = assert_svg(&plots.join("throughput.svg"));
         // Three phases by two engines; the engine's name is escaped.
-        assert!(throughput.contains(">load</text>") && throughput.contains(">E</text>"));
+        assert!(throughput.contains(">\nload\n</text>") && throughput.contains(">\nE\n</text>"));
         assert!(throughput.contains("other &lt;&amp;&gt;"));
-        assert!(throughput.contains(">gone (failed: see the report)</text>"));
+        assert!(throughput.contains(">\ngone (failed: see the report)\n</text>"));
         // Workload E: scans and inserts, a line for each by each engine, dashed by type.
         let latency = assert_svg(&plots.join("latency-e.svg"));
-        assert_eq!(latency.matches("<polyline").count(), 4);
         assert!(
-            latency.contains(">tierkv scan</text>") && latency.contains(">tierkv insert</text>")
+            latency.contains(">\ntierkv scan\n</text>")
+                && latency.contains(">\ntierkv insert\n</text>")
         );
-        assert!(latency.contains("stroke-dasharray=\"2 4\""));
+        // Both types are dashed: their lines are dashes, none a solid polyline.
+        assert_eq!(latency.matches("<polyline").count(), 0);
+        assert!(latency.matches("<line").count() > 50);
         assert!(latency.contains("scan 95%, insert 5%"));
     }
 

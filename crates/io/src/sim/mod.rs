@@ -253,7 +253,7 @@ impl fmt::Debug for SimSnapshot {
             .map(|(path, bytes)| {
                 (
                     path.as_path(),
-                    format!("{} bytes, crc32c {:08x}", bytes.len(), crc32c::crc32c(bytes)),
+                    format!("{} bytes, crc32c {:08x}", bytes.len(), crate::crc32c(bytes)),
                 )
             })
             .collect();

@@ -1,9 +1,8 @@
 //! Page choosers of the page-update workload: uniform, and scrambled Zipfian.
 //!
-//! `Zipfian` is the rejection-free generator of Gray et al., "Quickly Generating Billion-Record
-//! Synthetic Databases" (SIGMOD 1994), as YCSB's `ZipfianGenerator` implements it: rank 0 is
-//! the most popular, rank `i` is chosen with probability proportional to `1 / (i + 1)^theta`.
-//! Its set-up sums `zeta(n, theta)` once (O(n)); every draw is O(1).
+//! The Zipfian ranks come from the YCSB driver's generator (`ycsb::generator::Zipfian`, checked
+//! against YCSB's own client): rank 0 is the most popular, rank `i` is chosen with probability
+//! proportional to `1 / (i + 1)^theta`.
 //!
 //! `Scramble` spreads the ranks over the page numbers, so the hot pages are not the first
 //! pages of the file. Unlike YCSB's `fnvhash(rank) % n` it is a bijection of `0..n` (a
@@ -12,59 +11,10 @@
 //!
 //! Invariants: every draw is below `items`; the same seed gives the same sequence of pages.
 //!
-//! Must never: loop without a bound, or divide by zero for 1 or 2 items.
+//! Must never: loop without a bound.
 
-/// Zipfian ranks over `0..items` (rank 0 most popular).
-#[derive(Clone, Debug)]
-pub struct Zipfian {
-    items: u64,
-    theta: f64,
-    alpha: f64,
-    zeta_n: f64,
-    eta: f64,
-}
-
-/// `sum_{i=1..=n} 1 / i^theta`.
-fn zeta(n: u64, theta: f64) -> f64 {
-    (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum()
-}
-
-impl Zipfian {
-    /// A generator over `items` ranks with exponent `theta` (YCSB's default is 0.99).
-    pub fn new(items: u64, theta: f64) -> Result<Zipfian, String> {
-        if items == 0 {
-            return Err("a Zipfian distribution needs at least one item".into());
-        }
-        if !(theta.is_finite() && theta > 0.0 && theta < 1.0) {
-            return Err(format!("the Zipfian theta {theta} must lie strictly between 0 and 1"));
-        }
-        let zeta_2 = zeta(2, theta);
-        let zeta_n = zeta(items, theta);
-        // With 1 or 2 items every draw ends in the first two branches of `rank`, and
-        // 1 - zeta_2 / zeta_n would be 0 (2 items): eta is never used there.
-        let eta = if items <= 2 {
-            0.0
-        } else {
-            (1.0 - (2.0 / items as f64).powf(1.0 - theta)) / (1.0 - zeta_2 / zeta_n)
-        };
-        Ok(Zipfian { items, theta, alpha: 1.0 / (1.0 - theta), zeta_n, eta })
-    }
-
-    /// The rank for a uniform `u` in `[0, 1)`.
-    pub fn rank(&self, u: f64) -> u64 {
-        debug_assert!((0.0..1.0).contains(&u), "u = {u}");
-        let uz = u * self.zeta_n;
-        let rank = if uz < 1.0 {
-            0
-        } else if uz < 1.0 + 0.5f64.powf(self.theta) {
-            1
-        } else {
-            // A float-to-int cast saturates; the clamp keeps rounding at the top in range.
-            (self.items as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
-        };
-        rank.min(self.items - 1)
-    }
-}
+use super::Distribution;
+use crate::ycsb::generator::Zipfian;
 
 /// A permutation of `0..items` that looks random: the hot ranks land all over the file.
 #[derive(Clone, Copy, Debug)]
@@ -125,7 +75,7 @@ pub enum PageChooser {
     },
     /// Scrambled Zipfian.
     Zipfian {
-        /// Rank generator.
+        /// Rank generator, over ranks `0..items`.
         zipf: Zipfian,
         /// Rank to page.
         scramble: Scramble,
@@ -133,11 +83,24 @@ pub enum PageChooser {
 }
 
 impl PageChooser {
+    /// Uniform or scrambled Zipfian (exponent `theta`, strictly between 0 and 1) over
+    /// `items` pages, at least 1.
+    pub fn new(distribution: Distribution, items: u64, theta: f64) -> PageChooser {
+        let items = items.max(1);
+        match distribution {
+            Distribution::Uniform => PageChooser::Uniform { items },
+            Distribution::Zipfian => PageChooser::Zipfian {
+                zipf: Zipfian::new(0, items, theta),
+                scramble: Scramble::new(items),
+            },
+        }
+    }
+
     /// The next page, drawn with `rng`.
-    pub fn next(&self, rng: &mut fastrand::Rng) -> u64 {
+    pub fn next(&mut self, rng: &mut fastrand::Rng) -> u64 {
         match self {
             PageChooser::Uniform { items } => rng.u64(0..*items),
-            PageChooser::Zipfian { zipf, scramble } => scramble.page(zipf.rank(rng.f64())),
+            PageChooser::Zipfian { zipf, scramble } => scramble.page(zipf.next(rng)),
         }
     }
 }
@@ -165,53 +128,48 @@ mod tests {
     }
 
     #[test]
-    fn zipfian_ranks_are_in_range_and_skewed() {
-        let zipf = Zipfian::new(10_000, 0.99).unwrap();
+    fn tiny_choosers_stay_in_range() {
+        for items in [1u64, 2, 3] {
+            let mut chooser = PageChooser::new(Distribution::Zipfian, items, 0.99);
+            let mut rng = fastrand::Rng::with_seed(1);
+            let mut seen = vec![false; items as usize];
+            for _ in 0..1000 {
+                let page = chooser.next(&mut rng);
+                assert!(page < items);
+                seen[page as usize] = true;
+            }
+            assert!(seen.iter().all(|&seen| seen), "{items} items: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn the_hottest_rank_is_one_page_drawn_most() {
+        let mut chooser = PageChooser::new(Distribution::Zipfian, 10_000, 0.99);
         let mut rng = fastrand::Rng::with_seed(7);
         let mut counts = vec![0u64; 10_000];
         let draws = 200_000;
         for _ in 0..draws {
-            counts[zipf.rank(rng.f64()) as usize] += 1;
+            counts[chooser.next(&mut rng) as usize] += 1;
         }
         // With theta 0.99 over 10^4 items rank 0 takes about 1/zeta(n) ~ 10% of the draws,
-        // rank 1 about half of that, and the top 1% of ranks well over a third.
-        let share0 = counts[0] as f64 / draws as f64;
-        assert!((0.07..0.14).contains(&share0), "{share0}");
-        assert!(counts[1] > counts[0] / 3 && counts[1] < counts[0], "{} {}", counts[0], counts[1]);
-        let top: u64 = counts[..100].iter().sum();
-        assert!(top as f64 / draws as f64 > 0.35, "{top}");
-        for (u, rank) in [(0.0, 0), (0.999_999_999, 9_999)] {
-            assert!(zipf.rank(u) <= rank);
-        }
-    }
-
-    #[test]
-    fn tiny_and_bad_zipfians() {
-        for items in [1u64, 2, 3] {
-            let zipf = Zipfian::new(items, 0.99).unwrap();
-            let mut rng = fastrand::Rng::with_seed(1);
-            for _ in 0..1000 {
-                assert!(zipf.rank(rng.f64()) < items);
-            }
-        }
-        assert!(Zipfian::new(0, 0.99).is_err());
-        assert!(Zipfian::new(10, 1.0).is_err());
-        assert!(Zipfian::new(10, f64::NAN).is_err());
+        // and lands on the page the scramble gives it.
+        let hottest = Scramble::new(10_000).page(0) as usize;
+        let share = counts[hottest] as f64 / draws as f64;
+        assert!((0.07..0.14).contains(&share), "{share}");
+        assert_eq!(counts.iter().max(), Some(&counts[hottest]));
     }
 
     #[test]
     fn choosers_repeat_with_the_seed() {
-        let chooser = PageChooser::Zipfian {
-            zipf: Zipfian::new(500, 0.99).unwrap(),
-            scramble: Scramble::new(500),
-        };
+        let chooser = PageChooser::new(Distribution::Zipfian, 500, 0.99);
         let draw = |seed| {
+            let mut chooser = chooser.clone();
             let mut rng = fastrand::Rng::with_seed(seed);
             (0..100).map(|_| chooser.next(&mut rng)).collect::<Vec<_>>()
         };
         assert_eq!(draw(3), draw(3));
         assert!(draw(3).iter().all(|&page| page < 500));
-        let uniform = PageChooser::Uniform { items: 7 };
+        let mut uniform = PageChooser::new(Distribution::Uniform, 7, 0.99);
         let mut rng = fastrand::Rng::with_seed(3);
         assert!((0..100).all(|_| uniform.next(&mut rng) < 7));
     }

@@ -1,0 +1,559 @@
+//! `scan_segments`: every block of a log store's segment files whose header and checksum
+//! hold, found without the map, for salvaging a store that `LogStore::open` refuses (a
+//! damaged map checkpoint, a sealed segment with a damaged block in the part recovery
+//! reads, a damaged segment header).
+//!
+//! The scan reads every `*.blk` file of the directory from `BLOCKS_START`, one
+//! `BLOCK_ALIGN` step at a time: where a header decodes and the block's checksum holds, it
+//! takes the block and jumps over it; anywhere else it moves on by one step, so a damaged
+//! block costs only itself. Of the copies of an id it keeps the one recovery would: the
+//! highest version, unless a tombstone of that version or a higher one deletes it
+//! (`apply_recovered`). Pointers (`FLAG_REMOTE`) are checked against the copy at the place
+//! they name. Blocks are read again, and checked again, when asked for (`read`): the scan
+//! holds places, not payloads.
+//!
+//! Without the map, the newest intact copy may be older than the newest copy written, when
+//! that one was damaged. The scan says so where it can tell (`ScannedBlock::doubt`):
+//! - a damaged block whose header still decodes names its id and version;
+//! - a group is seen in the log (a pointer or a damaged header of it, or both its first and
+//!   last block, or a block of it next to bytes that do not decode) but not all of its
+//!   blocks: the missing ones held ids the scan cannot know, so every copy older than the
+//!   group is in doubt;
+//! - an incomplete group at the end of a stream's last segment is taken, as recovery takes
+//!   it, for a write that never finished: its blocks are left out, and the older copies of
+//!   the ids it wrote are in doubt.
+//!
+//! What it cannot tell: a block lost with no trace (its header unreadable and its group
+//! otherwise gone); and a payload that happens to hold the image of a valid block (a value
+//! that is itself a block) is taken for one where the block around it is damaged. A
+//! deleted block whose tombstone cleaning dropped can come back; its id is no longer in
+//! use, so a caller that follows ids from a root never meets it.
+//!
+//! Must never: write, create or remove anything; return bytes whose checksum did not hold;
+//! allocate by a length it has not checked against `MAX_BLOCK_BYTES` and the file's size.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
+
+use crate::format::{
+    self, BlockHeader, HeaderProblem, BLOCKS_START, BLOCK_ALIGN, BLOCK_HEADER_BYTES,
+};
+use crate::log_store::ScanWindow;
+use crate::read;
+use crate::{BlockError, BlockId, GroupId};
+
+/// A block the scan found: the newest intact copy of its id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScannedBlock {
+    /// The block's id.
+    pub id: BlockId,
+    /// Its version (the group that wrote this content).
+    pub version: GroupId,
+    /// Bytes of its content.
+    pub raw_len: u32,
+    /// Why a newer copy may have been lost (see the module header); `None` when the scan
+    /// found no sign of one.
+    pub doubt: Option<String>,
+}
+
+/// Bytes of a segment file that do not hold an intact block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanDamage {
+    /// The segment file.
+    pub file: PathBuf,
+    /// Where the damage starts.
+    pub offset: u64,
+    /// How many bytes it covers (a block's header and payload, or the run of bytes that
+    /// did not decode).
+    pub bytes: u64,
+    /// The block and version its header names, where the header still decodes.
+    pub block: Option<(BlockId, GroupId)>,
+    /// What is wrong.
+    pub detail: String,
+}
+
+impl std::fmt::Display for ScanDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} offset {} ({} bytes)", self.file.display(), self.offset, self.bytes)?;
+        if let Some((id, version)) = self.block {
+            write!(f, ", block {id} version {version}")?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
+
+/// What `scan_segments` found (see the module header).
+pub struct SegmentScan {
+    files: HashMap<u64, Segment>,
+    blocks: BTreeMap<BlockId, Chosen>,
+    damage: Vec<ScanDamage>,
+    notes: Vec<String>,
+    bytes_scanned: u64,
+}
+
+impl std::fmt::Debug for SegmentScan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentScan")
+            .field("segments", &self.files.len())
+            .field("blocks", &self.blocks.len())
+            .field("damage", &self.damage)
+            .field("notes", &self.notes)
+            .finish()
+    }
+}
+
+/// The copy kept for an id.
+struct Chosen {
+    block: ScannedBlock,
+    segment: u64,
+    offset: u64,
+    stored_len: u32,
+}
+
+struct Segment {
+    path: PathBuf,
+    file: File,
+    /// The stream its header names; `None` when the header is damaged.
+    stream: Option<u8>,
+}
+
+/// An intact block (content or tombstone) at a place.
+#[derive(Clone, Copy)]
+struct Copy {
+    header: BlockHeader,
+    segment: u64,
+    offset: u64,
+    crc: u32,
+}
+
+/// A damaged block whose header decodes, or a pointer whose block is not there.
+struct Claim {
+    header: BlockHeader,
+    /// Where the damaged block lies (segment, offset); `None` for a pointer's block.
+    place: Option<(u64, u64)>,
+}
+
+/// What the scan saw of one group.
+#[derive(Default)]
+struct GroupSeen {
+    count: u32,
+    seen: BTreeSet<u32>,
+    claimed: BTreeSet<u32>,
+    /// A pointer or a claim of it was seen, or both ends, or a block beside undecodable bytes.
+    in_log: bool,
+    /// Places of its blocks (log part and remote), to find the end of a segment.
+    places: Vec<(u64, u64)>,
+}
+
+/// Scans every segment file in `dir` (see the module header). Nothing is written.
+///
+/// # Errors
+///
+/// `BlockError::Io` when the directory cannot be listed or a file cannot be opened or read.
+/// Damage is never an error: it is in `SegmentScan::damage`.
+pub fn scan_segments(storage: &Storage, dir: &Path) -> Result<SegmentScan, BlockError> {
+    let mut numbers: Vec<u64> = storage
+        .list_dir(dir)?
+        .iter()
+        .filter_map(|name| format::parse_segment_file_name(name))
+        .collect();
+    numbers.sort_unstable();
+    let mut files = HashMap::new();
+    let mut copies: Vec<Copy> = Vec::new();
+    let mut pointers: Vec<Copy> = Vec::new();
+    let mut claims: Vec<Claim> = Vec::new();
+    let mut damage: Vec<ScanDamage> = Vec::new();
+    let mut notes = Vec::new();
+    // Runs of undecodable bytes, by segment: (start, end).
+    let mut garbage: Vec<(u64, u64, u64)> = Vec::new();
+    let mut bytes_scanned = 0u64;
+    for &number in &numbers {
+        let path = dir.join(format::segment_file_name(number));
+        let file = storage.open(&path, &OpenOptions::new(AccessMethod::Syscall).read_only(true))?;
+        let len = file.len();
+        let mut head = vec![0u8; (BLOCK_HEADER_BYTES as u64).min(len) as usize];
+        file.read_at(&mut head, 0)?;
+        let stream = match format::decode_segment_header(&head) {
+            Ok(header) if header.number == number => Some(header.stream),
+            Ok(header) => {
+                notes.push(format!(
+                    "{}: the segment header says number {}; its blocks are read all the same",
+                    path.display(),
+                    header.number
+                ));
+                Some(header.stream)
+            }
+            Err(detail) => {
+                damage.push(ScanDamage {
+                    file: path.clone(),
+                    offset: 0,
+                    bytes: BLOCKS_START.min(len),
+                    block: None,
+                    detail: format!("segment header: {detail}"),
+                });
+                None
+            }
+        };
+        let mut sink = Sink {
+            number,
+            path: &path,
+            copies: &mut copies,
+            pointers: &mut pointers,
+            claims: &mut claims,
+            damage: &mut damage,
+            garbage: &mut garbage,
+            claimed_until: 0,
+        };
+        bytes_scanned += scan_file(&file, len, &mut sink)?;
+        files.insert(number, Segment { path, file, stream });
+    }
+    let scan = Resolve { files: &files, copies, pointers, claims, garbage };
+    let (blocks, more_notes) = scan.choose();
+    notes.extend(more_notes);
+    debug_assert!(blocks.iter().all(|(id, chosen)| *id == chosen.block.id));
+    Ok(SegmentScan { files, blocks, damage, notes, bytes_scanned })
+}
+
+/// Where one file's findings go.
+struct Sink<'a> {
+    number: u64,
+    path: &'a Path,
+    copies: &'a mut Vec<Copy>,
+    pointers: &'a mut Vec<Copy>,
+    claims: &'a mut Vec<Claim>,
+    damage: &'a mut Vec<ScanDamage>,
+    garbage: &'a mut Vec<(u64, u64, u64)>,
+    /// The end of the last damaged block whose header decoded: its payload is reported
+    /// with it, not again as bytes that do not decode.
+    claimed_until: u64,
+}
+
+impl Sink<'_> {
+    /// Records undecodable bytes at `offset`, joined to the run just before them.
+    fn garbage_at(&mut self, offset: u64, detail: &str) {
+        if offset < self.claimed_until {
+            return;
+        }
+        let end = offset + BLOCK_ALIGN;
+        if let Some(last) = self.garbage.last_mut().filter(|g| g.0 == self.number && g.2 == offset)
+        {
+            last.2 = end;
+            if let Some(damage) = self.damage.last_mut() {
+                damage.bytes = end - damage.offset;
+            }
+            return;
+        }
+        self.garbage.push((self.number, offset, end));
+        self.damage.push(ScanDamage {
+            file: self.path.to_path_buf(),
+            offset,
+            bytes: BLOCK_ALIGN,
+            block: None,
+            detail: format!("bytes that do not hold a block ({detail})"),
+        });
+    }
+}
+
+/// Scans one file; returns the bytes it read.
+fn scan_file(file: &File, len: u64, sink: &mut Sink<'_>) -> Result<u64, BlockError> {
+    let mut window = ScanWindow::new(file);
+    let mut offset = BLOCKS_START;
+    // Bounded: every pass moves `offset` on by at least `BLOCK_ALIGN`.
+    while offset + BLOCK_HEADER_BYTES as u64 <= len {
+        assert!(offset.is_multiple_of(BLOCK_ALIGN), "the scan left the block grid at {offset}");
+        let head = window.read(offset, BLOCK_HEADER_BYTES, len)?.to_vec();
+        let header = match format::decode_header(&head) {
+            Ok(header) => header,
+            Err(HeaderProblem::Zero) => {
+                offset += BLOCK_ALIGN;
+                continue;
+            }
+            Err(HeaderProblem::Invalid(detail)) => {
+                sink.garbage_at(offset, &detail);
+                offset += BLOCK_ALIGN;
+                continue;
+            }
+        };
+        let crc = format::u32_at(&head, BLOCK_HEADER_BYTES - 4);
+        let copy = Copy { header, segment: sink.number, offset, crc };
+        if header.remote.is_some() {
+            sink.pointers.push(copy);
+            offset += header.footprint();
+            continue;
+        }
+        let end = offset + header.footprint();
+        let checked = match end <= len {
+            false => Err("the block runs past the end of the file".to_string()),
+            true => {
+                let payload =
+                    window.read(offset + BLOCK_HEADER_BYTES as u64, header.payload_len(), len)?;
+                format::verify_block(&head, payload)
+            }
+        };
+        match checked {
+            Ok(()) => {
+                sink.copies.push(copy);
+                offset = end;
+            }
+            Err(detail) => {
+                sink.claims.push(Claim { header, place: Some((sink.number, offset)) });
+                sink.claimed_until = sink.claimed_until.max(end.min(len));
+                sink.damage.push(ScanDamage {
+                    file: sink.path.to_path_buf(),
+                    offset,
+                    bytes: (end.min(len) - offset).max(BLOCK_ALIGN),
+                    block: Some((header.id, header.version)),
+                    detail,
+                });
+                offset += BLOCK_ALIGN;
+            }
+        }
+    }
+    debug_assert!(sink.copies.iter().all(|c| c.offset + c.header.footprint() <= len));
+    Ok(len.saturating_sub(BLOCKS_START))
+}
+
+/// Turns what the files held into the copy kept for each id, with its doubts.
+struct Resolve<'a> {
+    files: &'a HashMap<u64, Segment>,
+    copies: Vec<Copy>,
+    pointers: Vec<Copy>,
+    claims: Vec<Claim>,
+    garbage: Vec<(u64, u64, u64)>,
+}
+
+impl Resolve<'_> {
+    fn choose(mut self) -> (BTreeMap<BlockId, Chosen>, Vec<String>) {
+        let mut notes = Vec::new();
+        let at: HashMap<(u64, u64), usize> =
+            self.copies.iter().enumerate().map(|(i, c)| ((c.segment, c.offset), i)).collect();
+        let mut groups: BTreeMap<GroupId, GroupSeen> = BTreeMap::new();
+        let beside_garbage = |segment: u64, offset: u64, end: u64| {
+            self.garbage.iter().any(|&(s, from, to)| s == segment && (to == offset || from == end))
+        };
+        for copy in &self.copies {
+            let h = &copy.header;
+            let group = groups.entry(h.group).or_default();
+            group.count = h.count;
+            group.seen.insert(h.index);
+            group.places.push((copy.segment, copy.offset));
+            let end = copy.offset + h.footprint();
+            if beside_garbage(copy.segment, copy.offset, end) {
+                group.in_log = true;
+            }
+        }
+        for group in groups.values_mut() {
+            if group.seen.contains(&0) && group.seen.contains(&group.count.saturating_sub(1)) {
+                group.in_log = true;
+            }
+        }
+        // A pointer names the block it stands for; one whose segment is gone was cleaned
+        // away (what it held was copied first), one whose block is not intact is damage.
+        let mut broken = Vec::new();
+        for pointer in &self.pointers {
+            let h = &pointer.header;
+            let group = groups.entry(h.group).or_default();
+            group.count = h.count;
+            group.in_log = true;
+            group.places.push((pointer.segment, pointer.offset));
+            let Some(remote) = h.remote else { continue };
+            let intact = at.get(&(remote.segment, remote.offset)).map(|&i| self.copies[i]);
+            let holds = intact.is_some_and(|c| c.header == h.pointee() && c.crc == remote.crc);
+            if holds || !self.files.contains_key(&remote.segment) {
+                group.seen.insert(h.index);
+            } else {
+                broken.push(Claim { header: h.pointee(), place: None });
+            }
+        }
+        self.claims.extend(broken);
+        for claim in &self.claims {
+            let h = &claim.header;
+            let group = groups.entry(h.group).or_default();
+            if group.count == 0 {
+                group.count = h.count;
+            }
+            group.in_log = true;
+            group.claimed.insert(h.index);
+            group.places.extend(claim.place);
+        }
+        let torn = self.torn_groups(&groups);
+        assert!(groups.values().all(|g| g.count > 0), "a group of no blocks decoded");
+        // Groups seen in the log that lack a block nobody named: every older copy is in
+        // doubt, since the lost block may have been a newer copy of it.
+        let mut unknown_loss: Option<GroupId> = None;
+        for (id, group) in &groups {
+            if !group.in_log || torn.contains(id) {
+                continue;
+            }
+            let missing = (0..group.count)
+                .filter(|i| !group.seen.contains(i) && !group.claimed.contains(i))
+                .count();
+            if missing > 0 {
+                notes.push(format!(
+                    "group {id} lost {missing} of its {} blocks without a trace of their ids: \
+                     every older copy of any block may be stale",
+                    group.count
+                ));
+                unknown_loss = unknown_loss.max(Some(*id));
+            }
+        }
+        for id in &torn {
+            notes.push(format!(
+                "group {id} at the end of its stream's last segment is incomplete: taken for \
+                 a write that never finished, and left out"
+            ));
+        }
+        // Recovery's rule (`apply_recovered`): the highest version wins, and a tombstone
+        // deletes every copy of its version and older.
+        let mut newest: HashMap<BlockId, Copy> = HashMap::new();
+        let mut deleted: HashMap<BlockId, GroupId> = HashMap::new();
+        let mut torn_ids: HashMap<BlockId, GroupId> = HashMap::new();
+        for copy in &self.copies {
+            let h = &copy.header;
+            if torn.contains(&h.group) {
+                torn_ids.insert(h.id, h.group);
+                continue;
+            }
+            if h.is_tombstone() {
+                let version = deleted.entry(h.id).or_insert(h.version);
+                *version = (*version).max(h.version);
+            } else if newest.get(&h.id).is_none_or(|c| c.header.version <= h.version) {
+                newest.insert(h.id, *copy);
+            }
+        }
+        let mut blocks = BTreeMap::new();
+        for (id, copy) in newest {
+            let version = copy.header.version;
+            if deleted.get(&id).is_some_and(|&gone| gone >= version) {
+                continue;
+            }
+            let doubt = self.doubt(id, version, unknown_loss, torn_ids.get(&id).copied());
+            let block = ScannedBlock { id, version, raw_len: copy.header.raw_len, doubt };
+            let chosen = Chosen {
+                block,
+                segment: copy.segment,
+                offset: copy.offset,
+                stored_len: copy.header.stored_len,
+            };
+            blocks.insert(id, chosen);
+        }
+        debug_assert!(blocks.values().all(|c| deleted.get(&c.block.id) < Some(&c.block.version)));
+        (blocks, notes)
+    }
+
+    /// Why the copy of `id` at `version` may be older than one that was lost.
+    fn doubt(
+        &self,
+        id: BlockId,
+        version: GroupId,
+        unknown_loss: Option<GroupId>,
+        torn: Option<GroupId>,
+    ) -> Option<String> {
+        let claimed = self
+            .claims
+            .iter()
+            .filter(|c| c.header.id == id && c.header.version > version)
+            .map(|c| c.header.version)
+            .max();
+        if let Some(newer) = claimed {
+            return Some(format!(
+                "a copy of version {newer} is damaged; this one is version {version}"
+            ));
+        }
+        if let Some(group) = torn.filter(|&group| group > version) {
+            return Some(format!(
+                "group {group}, left out as unfinished, wrote it; this copy is version {version}"
+            ));
+        }
+        match unknown_loss {
+            Some(group) if group > version => Some(format!(
+                "group {group} lost blocks whose ids are unknown; this copy is version {version}"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Incomplete groups at the end of a stream's last segment: no complete group lies
+    /// after them there.
+    fn torn_groups(&self, groups: &BTreeMap<GroupId, GroupSeen>) -> BTreeSet<GroupId> {
+        let mut last_of_stream: BTreeMap<Option<u8>, u64> = BTreeMap::new();
+        for (&number, segment) in self.files {
+            let last = last_of_stream.entry(segment.stream).or_insert(number);
+            *last = (*last).max(number);
+        }
+        let complete = |group: &GroupSeen| (0..group.count).all(|i| group.seen.contains(&i));
+        let mut torn = BTreeSet::new();
+        for &segment in last_of_stream.values() {
+            let end_of = |group: &GroupSeen| {
+                group.places.iter().filter(|(s, _)| *s == segment).map(|(_, o)| *o).max()
+            };
+            let last_complete =
+                groups.values().filter(|g| complete(g)).filter_map(|g| end_of(g)).max();
+            for (id, group) in groups {
+                let Some(end) = end_of(group) else { continue };
+                if !complete(group) && last_complete.is_none_or(|last| end > last) {
+                    torn.insert(*id);
+                }
+            }
+        }
+        torn
+    }
+}
+
+impl SegmentScan {
+    /// The blocks found (not deleted), by id.
+    pub fn blocks(&self) -> impl Iterator<Item = &ScannedBlock> + '_ {
+        self.blocks.values().map(|chosen| &chosen.block)
+    }
+
+    /// The block kept for `id`, if one was found and not deleted.
+    pub fn get(&self, id: BlockId) -> Option<&ScannedBlock> {
+        self.blocks.get(&id).map(|chosen| &chosen.block)
+    }
+
+    /// The content of the block kept for `id` (read and checked again, decompressed), or
+    /// `None` when none was found or it was deleted.
+    ///
+    /// # Errors
+    ///
+    /// `BlockError::Corruption` if the block no longer checks (the file changed since the
+    /// scan), `BlockError::Io` if the read fails.
+    pub fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {
+        let Some(chosen) = self.blocks.get(&id) else { return Ok(None) };
+        let segment = self.files.get(&chosen.segment).ok_or_else(|| BlockError::Corruption {
+            file: PathBuf::new(),
+            offset: chosen.offset,
+            block: Some(id),
+            detail: format!("segment {} is not among those scanned", chosen.segment),
+        })?;
+        let (header, bytes) =
+            read::read_block(&segment.file, &segment.path, chosen.offset, id, chosen.stored_len)?;
+        assert_eq!(header.version, chosen.block.version, "a checked block changed its version");
+        let raw = read::decode_payload(&header, bytes, &segment.path, chosen.offset)?;
+        assert_eq!(raw.len(), header.raw_len as usize);
+        Ok(Some(raw))
+    }
+
+    /// Bytes that do not hold an intact block, in file order.
+    pub fn damage(&self) -> &[ScanDamage] {
+        &self.damage
+    }
+
+    /// What else the scan concluded, one line each (groups left out or incomplete, headers
+    /// that disagree with their file's name).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Segment files read.
+    pub fn segments(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Bytes of them scanned.
+    pub fn bytes_scanned(&self) -> u64 {
+        self.bytes_scanned
+    }
+}

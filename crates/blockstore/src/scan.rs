@@ -489,8 +489,7 @@ impl Resolve<'_> {
             let end_of = |group: &GroupSeen| {
                 group.places.iter().filter(|(s, _)| *s == segment).map(|(_, o)| *o).max()
             };
-            let last_complete =
-                groups.values().filter(|g| complete(g)).filter_map(|g| end_of(g)).max();
+            let last_complete = groups.values().filter(|g| complete(g)).filter_map(&end_of).max();
             for (id, group) in groups {
                 let Some(end) = end_of(group) else { continue };
                 if !complete(group) && last_complete.is_none_or(|last| end > last) {

@@ -55,7 +55,24 @@ pub struct ScannedBlock {
     pub raw_len: u32,
     /// Why a newer copy may have been lost (see the module header); `None` when the scan
     /// found no sign of one.
-    pub doubt: Option<String>,
+    pub doubt: Option<Doubt>,
+}
+
+/// A sign that a newer copy of a block than the one kept may have been lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Doubt {
+    /// The newest group that may have written the lost copy: a caller that knows no later
+    /// group than some `g` wrote the block (the layer above never rewrites a block it has
+    /// published) can set the doubt aside when `group > g`.
+    pub group: GroupId,
+    /// Why, in words.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Doubt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
 }
 
 /// Bytes of a segment file that do not hold an intact block.
@@ -311,7 +328,11 @@ fn scan_file(file: &File, len: u64, sink: &mut Sink<'_>) -> Result<u64, BlockErr
             }
         }
     }
-    debug_assert!(sink.copies.iter().all(|c| c.offset + c.header.footprint() <= len));
+    debug_assert!(sink
+        .copies
+        .iter()
+        .filter(|c| c.segment == sink.number)
+        .all(|c| c.offset + c.header.footprint() <= len));
     Ok(len.saturating_sub(BLOCKS_START))
 }
 
@@ -450,29 +471,29 @@ impl Resolve<'_> {
         version: GroupId,
         unknown_loss: Option<GroupId>,
         torn: Option<GroupId>,
-    ) -> Option<String> {
+    ) -> Option<Doubt> {
         let claimed = self
             .claims
             .iter()
             .filter(|c| c.header.id == id && c.header.version > version)
             .map(|c| c.header.version)
             .max();
-        if let Some(newer) = claimed {
-            return Some(format!(
-                "a copy of version {newer} is damaged; this one is version {version}"
-            ));
+        if let Some(group) = claimed {
+            let reason =
+                format!("a copy of version {group} is damaged; this one is version {version}");
+            return Some(Doubt { group, reason });
         }
         if let Some(group) = torn.filter(|&group| group > version) {
-            return Some(format!(
+            let reason = format!(
                 "group {group}, left out as unfinished, wrote it; this copy is version {version}"
-            ));
+            );
+            return Some(Doubt { group, reason });
         }
-        match unknown_loss {
-            Some(group) if group > version => Some(format!(
-                "group {group} lost blocks whose ids are unknown; this copy is version {version}"
-            )),
-            _ => None,
-        }
+        let group = unknown_loss.filter(|&group| group > version)?;
+        let reason = format!(
+            "group {group} lost blocks whose ids are unknown; this copy is version {version}"
+        );
+        Some(Doubt { group, reason })
     }
 
     /// Incomplete groups at the end of a stream's last segment: no complete group lies

@@ -127,8 +127,9 @@ fn a_damaged_newest_copy_gives_the_older_one_with_a_doubt() {
     let scan = scan_segments(&storage, dir).expect("scan");
     let one = scan.get(BlockId(1)).expect("the older copy");
     assert_eq!(one.version, GroupId(1));
-    let doubt = one.doubt.as_deref().expect("a doubt");
-    assert!(doubt.contains("version 2 is damaged"), "{doubt}");
+    let doubt = one.doubt.as_ref().expect("a doubt");
+    assert_eq!(doubt.group, GroupId(2));
+    assert!(doubt.reason.contains("version 2 is damaged"), "{doubt}");
     assert_eq!(scan.read(BlockId(1)).expect("read"), Some(content(BlockId(1), 1, 3000)));
     assert_eq!(scan.damage().len(), 1, "{:?}", scan.damage());
     let damage = &scan.damage()[0];
@@ -166,7 +167,7 @@ fn a_block_lost_without_a_trace_puts_every_older_copy_in_doubt() {
     // Copies older than group 2 may be stale; group 2's own and later ones may not.
     for block in scan.blocks() {
         match block.version.0 {
-            1 => assert!(block.doubt.is_some(), "block {} has no doubt", block.id),
+            1 => assert_eq!(block.doubt.as_ref().map(|d| d.group), Some(GroupId(2))),
             _ => assert_eq!(block.doubt, None, "block {}", block.id),
         }
     }
@@ -186,7 +187,7 @@ fn an_incomplete_last_group_is_left_out_as_recovery_leaves_it() {
     // The tombstone of block 2 went with its group: the older copy is back, in doubt.
     let two = scan.get(BlockId(2)).expect("block 2's older copy");
     assert_eq!(two.version, GroupId(1));
-    assert!(two.doubt.as_deref().is_some_and(|d| d.contains("group 3")), "{two:?}");
+    assert_eq!(two.doubt.as_ref().map(|d| d.group), Some(GroupId(3)), "{two:?}");
     assert!(scan.notes().iter().any(|n| n.contains("group 3 at the end")), "{:?}", scan.notes());
     // Recovery agrees: the map ends with group 2.
     let store =

@@ -19,9 +19,15 @@
 //!   last block, or a block of it next to bytes that do not decode) but not all of its
 //!   blocks: the missing ones held ids the scan cannot know, so every copy older than the
 //!   group is in doubt;
-//! - an incomplete group at the end of a stream's last segment is taken, as recovery takes
-//!   it, for a write that never finished: its blocks are left out, and the older copies of
-//!   the ids it wrote are in doubt.
+//! - a segment file shorter than its header says lost the groups at its end: every copy
+//!   older than the next segment of its stream is in doubt (every copy, for a stream's last);
+//! - an incomplete group of the layer above at the end of a stream's last segment is taken,
+//!   as recovery takes it, for a write that never finished: its blocks are left out, and
+//!   the older copies of the ids it wrote are in doubt. Cleaning's groups are kept whole or
+//!   not: their copies carry their originals' versions.
+//!
+//! A doubt says the oldest version the lost copy could have (`Doubt::oldest`): a group of
+//! the layer above writes at its own version, cleaning copies at the originals'.
 //!
 //! What it cannot tell: a block lost with no trace (its header unreadable and its group
 //! otherwise gone); and a payload that happens to hold the image of a valid block (a value
@@ -38,11 +44,14 @@ use std::path::{Path, PathBuf};
 use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
 
 use crate::format::{
-    self, BlockHeader, HeaderProblem, BLOCKS_START, BLOCK_ALIGN, BLOCK_HEADER_BYTES,
+    self, BlockHeader, HeaderProblem, BLOCKS_START, BLOCK_ALIGN, BLOCK_HEADER_BYTES, FLAG_RELOCATED,
 };
 use crate::log_store::ScanWindow;
 use crate::read;
 use crate::{BlockError, BlockId, GroupId};
+
+/// The stream of the layer above's groups (cleaning's copies go to another).
+const USER_STREAM: u8 = 0;
 
 /// A block the scan found: the newest intact copy of its id.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,10 +70,10 @@ pub struct ScannedBlock {
 /// A sign that a newer copy of a block than the one kept may have been lost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Doubt {
-    /// The newest group that may have written the lost copy: a caller that knows no later
-    /// group than some `g` wrote the block (the layer above never rewrites a block it has
-    /// published) can set the doubt aside when `group > g`.
-    pub group: GroupId,
+    /// The oldest version the lost copy could have (newer than the kept one's): a caller
+    /// that knows no version after some `v` wrote the block (the layer above never rewrites
+    /// a block it has published) can set the doubt aside when `oldest > v`.
+    pub oldest: GroupId,
     /// Why, in words.
     pub reason: String,
 }
@@ -134,6 +143,8 @@ struct Segment {
     file: File,
     /// The stream its header names; `None` when the header is damaged.
     stream: Option<u8>,
+    /// Shorter than its header says: the blocks at its end are gone without a trace.
+    cut: bool,
 }
 
 /// An intact block (content or tombstone) at a place.
@@ -160,6 +171,9 @@ struct GroupSeen {
     claimed: BTreeSet<u32>,
     /// A pointer or a claim of it was seen, or both ends, or a block beside undecodable bytes.
     in_log: bool,
+    /// Cleaning wrote it: its blocks are copies (`FLAG_RELOCATED`) at their originals'
+    /// versions.
+    relocated: bool,
     /// Places of its blocks (log part and remote), to find the end of a segment.
     places: Vec<(u64, u64)>,
 }
@@ -192,7 +206,18 @@ pub fn scan_segments(storage: &Storage, dir: &Path) -> Result<SegmentScan, Block
         let len = file.len();
         let mut head = vec![0u8; (BLOCK_HEADER_BYTES as u64).min(len) as usize];
         file.read_at(&mut head, 0)?;
-        let stream = match format::decode_segment_header(&head) {
+        let header = format::decode_segment_header(&head);
+        let cut = header.as_ref().is_ok_and(|header| header.capacity > len);
+        if let Some(capacity) = header.as_ref().ok().map(|h| h.capacity).filter(|_| cut) {
+            damage.push(ScanDamage {
+                file: path.clone(),
+                offset: len,
+                bytes: capacity - len,
+                block: None,
+                detail: format!("the file is cut short: {len} of its {capacity} bytes are left"),
+            });
+        }
+        let stream = match header {
             Ok(header) if header.number == number => Some(header.stream),
             Ok(header) => {
                 notes.push(format!(
@@ -224,7 +249,7 @@ pub fn scan_segments(storage: &Storage, dir: &Path) -> Result<SegmentScan, Block
             claimed_until: 0,
         };
         bytes_scanned += scan_file(&file, len, &mut sink)?;
-        files.insert(number, Segment { path, file, stream });
+        files.insert(number, Segment { path, file, stream, cut });
     }
     let scan = Resolve { files: &files, copies, pointers, claims, garbage };
     let (blocks, more_notes) = scan.choose();
@@ -345,6 +370,18 @@ struct Resolve<'a> {
     garbage: Vec<(u64, u64, u64)>,
 }
 
+/// Blocks lost without a trace of their ids: every kept copy older than `newest` may be
+/// stale.
+struct Loss {
+    /// The newest version a lost copy could have.
+    newest: GroupId,
+    /// The oldest it could have; `None`: any version newer than the copy kept (a copy
+    /// made by cleaning keeps its original's version, whatever its group).
+    oldest: Option<GroupId>,
+    /// Why, in words.
+    cause: String,
+}
+
 impl Resolve<'_> {
     fn choose(mut self) -> (BTreeMap<BlockId, Chosen>, Vec<String>) {
         let mut notes = Vec::new();
@@ -359,6 +396,7 @@ impl Resolve<'_> {
             let group = groups.entry(h.group).or_default();
             group.count = h.count;
             group.seen.insert(h.index);
+            group.relocated |= h.flags & FLAG_RELOCATED != 0;
             group.places.push((copy.segment, copy.offset));
             let end = copy.offset + h.footprint();
             if beside_garbage(copy.segment, copy.offset, end) {
@@ -396,14 +434,13 @@ impl Resolve<'_> {
                 group.count = h.count;
             }
             group.in_log = true;
+            group.relocated |= h.flags & FLAG_RELOCATED != 0;
             group.claimed.insert(h.index);
             group.places.extend(claim.place);
         }
-        let torn = self.torn_groups(&groups);
         assert!(groups.values().all(|g| g.count > 0), "a group of no blocks decoded");
-        // Groups seen in the log that lack a block nobody named: every older copy is in
-        // doubt, since the lost block may have been a newer copy of it.
-        let mut unknown_loss: Option<GroupId> = None;
+        let torn = self.torn_groups(&groups);
+        let mut losses = Vec::new();
         for (id, group) in &groups {
             if !group.in_log || torn.contains(id) {
                 continue;
@@ -414,12 +451,17 @@ impl Resolve<'_> {
             if missing > 0 {
                 notes.push(format!(
                     "group {id} lost {missing} of its {} blocks without a trace of their ids: \
-                     every older copy of any block may be stale",
+                     older copies of any block may be stale",
                     group.count
                 ));
-                unknown_loss = unknown_loss.max(Some(*id));
+                // A group of the layer above wrote its blocks at its own version; one of
+                // cleaning's copied them at theirs.
+                let oldest = (!group.relocated).then_some(*id);
+                let cause = format!("group {id} lost blocks whose ids are unknown");
+                losses.push(Loss { newest: *id, oldest, cause });
             }
         }
+        losses.extend(self.cut_losses(&mut notes));
         for id in &torn {
             notes.push(format!(
                 "group {id} at the end of its stream's last segment is incomplete: taken for \
@@ -450,7 +492,7 @@ impl Resolve<'_> {
             if deleted.get(&id).is_some_and(|&gone| gone >= version) {
                 continue;
             }
-            let doubt = self.doubt(id, version, unknown_loss, torn_ids.get(&id).copied());
+            let doubt = self.doubt(id, version, &losses, torn_ids.get(&id).copied());
             let block = ScannedBlock { id, version, raw_len: copy.header.raw_len, doubt };
             let chosen = Chosen {
                 block,
@@ -464,40 +506,67 @@ impl Resolve<'_> {
         (blocks, notes)
     }
 
-    /// Why the copy of `id` at `version` may be older than one that was lost.
+    /// What cut segments lost: in the user stream, groups after the last one left in the
+    /// file and before the next segment's first; in another stream (or an unknown one), any
+    /// version up to that bound.
+    fn cut_losses(&self, notes: &mut Vec<String>) -> Vec<Loss> {
+        let mut losses = Vec::new();
+        for (&number, segment) in self.files.iter().filter(|(_, segment)| segment.cut) {
+            let same_stream =
+                |c: &&Copy| self.files.get(&c.segment).is_some_and(|s| s.stream == segment.stream);
+            let logged = || self.copies.iter().chain(&self.pointers).filter(same_stream);
+            let next = logged().filter(|c| c.segment > number).map(|c| c.header.group).min();
+            let newest = next.map_or(GroupId(u64::MAX), |first| GroupId(first.0.saturating_sub(1)));
+            let left = logged().filter(|c| c.segment == number).map(|c| c.header.group).max();
+            let oldest = match segment.stream {
+                Some(USER_STREAM) => Some(GroupId(left.map_or(1, |group| group.0 + 1))),
+                _ => None,
+            };
+            let cause = format!("{} is cut short", segment.path.display());
+            notes.push(format!("{cause}: older copies of any block may be stale"));
+            losses.push(Loss { newest, oldest, cause });
+        }
+        losses
+    }
+
+    /// Why the copy of `id` at `version` may be older than one that was lost: of the
+    /// signs, the one whose lost copy could be the oldest (the most a caller must weigh).
     fn doubt(
         &self,
         id: BlockId,
         version: GroupId,
-        unknown_loss: Option<GroupId>,
+        losses: &[Loss],
         torn: Option<GroupId>,
     ) -> Option<Doubt> {
+        let newer = GroupId(version.0 + 1);
         let claimed = self
             .claims
             .iter()
             .filter(|c| c.header.id == id && c.header.version > version)
             .map(|c| c.header.version)
-            .max();
-        if let Some(group) = claimed {
-            let reason =
-                format!("a copy of version {group} is damaged; this one is version {version}");
-            return Some(Doubt { group, reason });
-        }
-        if let Some(group) = torn.filter(|&group| group > version) {
-            let reason = format!(
+            .min()
+            .map(|lost| Doubt {
+                oldest: lost,
+                reason: format!(
+                    "a copy of version {lost} is damaged; this one is version {version}"
+                ),
+            });
+        let torn = torn.filter(|&group| group > version).map(|group| Doubt {
+            oldest: group,
+            reason: format!(
                 "group {group}, left out as unfinished, wrote it; this copy is version {version}"
-            );
-            return Some(Doubt { group, reason });
-        }
-        let group = unknown_loss.filter(|&group| group > version)?;
-        let reason = format!(
-            "group {group} lost blocks whose ids are unknown; this copy is version {version}"
-        );
-        Some(Doubt { group, reason })
+            ),
+        });
+        let unknown = losses.iter().filter(|loss| loss.newest > version).map(|loss| Doubt {
+            oldest: loss.oldest.map_or(newer, |oldest| oldest.max(newer)),
+            reason: format!("{}; this copy is version {version}", loss.cause),
+        });
+        claimed.into_iter().chain(torn).chain(unknown).min_by_key(|doubt| doubt.oldest)
     }
 
-    /// Incomplete groups at the end of a stream's last segment: no complete group lies
-    /// after them there.
+    /// Incomplete groups of the layer above at the end of a stream's last segment: no
+    /// complete group lies after them there. Cleaning's groups are never left out: their
+    /// copies carry their originals' versions, so an unfinished one changes nothing.
     fn torn_groups(&self, groups: &BTreeMap<GroupId, GroupSeen>) -> BTreeSet<GroupId> {
         let mut last_of_stream: BTreeMap<Option<u8>, u64> = BTreeMap::new();
         for (&number, segment) in self.files {
@@ -511,7 +580,7 @@ impl Resolve<'_> {
                 group.places.iter().filter(|(s, _)| *s == segment).map(|(_, o)| *o).max()
             };
             let last_complete = groups.values().filter(|g| complete(g)).filter_map(&end_of).max();
-            for (id, group) in groups {
+            for (id, group) in groups.iter().filter(|(_, group)| !group.relocated) {
                 let Some(end) = end_of(group) else { continue };
                 if !complete(group) && last_complete.is_none_or(|last| end > last) {
                     torn.insert(*id);

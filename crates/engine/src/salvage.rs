@@ -20,7 +20,8 @@
 //!    ids) first, all in doubt.
 //! 3. **The log**: the records after the checkpoint's sequence (every record, without a
 //!    meta block) replayed over the result, puts and deletes, up to the first record that
-//!    is not intact; the records lost after it are reported (`log::replay`).
+//!    is not intact; the records lost after it are reported. The records the checkpoint
+//!    covers that the log still holds fill the lost ranges too (see `log`).
 //!
 //! Blocks are read through the block store's map (`LogStore::open`, read-only) when it
 //! loads; when it does not (a damaged map checkpoint, a damaged sealed segment), through
@@ -183,7 +184,8 @@ pub fn salvage_on(
         .unwrap_or_else(|| from.join(identity::LOG_DIR));
     let backend = identity.as_ref().map(|identity| identity.log_backend);
     let sequence = meta.map(|(meta, _)| meta.sequence);
-    let pass = log::replay(storage, &log_dir, backend, sequence, &mut target)?;
+    let lost: Vec<KeySpan> = report.lost.iter().map(|lost| lost.span.clone()).collect();
+    let pass = log::replay(storage, &log_dir, backend, sequence, &lost, &mut target)?;
     report.log = pass.salvage;
     settle_meta_doubt(&mut report, meta_doubt, sequence, pass.clean);
     if let Some(lost) = report.log.lost {
@@ -267,6 +269,17 @@ struct Read {
 }
 
 impl Blocks {
+    /// Why block `id` (a `what`) was not found, in the words of where blocks come from.
+    fn absent(&self, what: &str, id: u64) -> String {
+        match self {
+            Blocks::Map(_) => {
+                format!("{what} {id} is missing: the block store holds no such block")
+            }
+            Blocks::Scan(_) => format!("no intact copy of {what} {id} was found"),
+            Blocks::None => format!("{what} {id} is missing: there is no block store"),
+        }
+    }
+
     /// Block `id`: `Ok(None)` when there is none (never written, or deleted), `Err` with
     /// what is wrong when it cannot be read.
     fn read(&self, id: u64) -> std::result::Result<Option<Read>, String> {
@@ -343,40 +356,40 @@ fn read_meta(
     blocks: &Blocks,
     report: &mut SalvageReport,
 ) -> (Option<(Meta, Option<u64>)>, Option<String>) {
-    let mut doubt = None;
-    if let Blocks::Map(store) = blocks {
-        if let Some((file, offset, reason)) = &store.recovery_report().stop {
-            let cut = format!(
-                "the block store's recovery stopped at {} offset {offset} ({reason}) and left \
+    // A cut end of the block store's log may have held a newer meta block.
+    let cut = match blocks {
+        Blocks::Map(store) => {
+            store.recovery_report().stop.as_ref().map(|(file, offset, reason)| {
+                format!(
+                    "the block store's recovery stopped at {} offset {offset} ({reason}) and left \
                  what followed out as an unfinished write",
-                file.display()
-            );
-            report.problems.push(cut.clone());
-            doubt = Some(cut);
+                    file.display()
+                )
+            })
         }
-    }
-    let read = match blocks.read(META_BLOCK.0) {
-        Ok(Some(read)) => read,
-        Ok(None) => {
-            report.problems.push("the block store holds no meta block".into());
-            return (None, None);
-        }
-        Err(error) => {
-            report.problems.push(format!("the meta block cannot be read: {error}"));
-            return (None, None);
-        }
+        _ => None,
     };
-    match Meta::decode(&read.bytes) {
-        Ok(meta) => {
-            if let Some(scan_doubt) = read.doubt {
-                doubt = Some(format!(
-                    "the meta block found may be older than a lost one: {scan_doubt}"
-                ));
-            }
+    let decoded = match blocks.read(META_BLOCK.0) {
+        Ok(Some(read)) => Meta::decode(&read.bytes)
+            .map(|meta| (meta, read))
+            .map_err(|error| format!("the meta block does not decode: {error}")),
+        Ok(None) => Err("the block store holds no meta block".to_string()),
+        Err(error) => Err(format!("the meta block cannot be read: {error}")),
+    };
+    match decoded {
+        Ok((meta, read)) => {
+            let doubt = match (cut, read.doubt) {
+                (Some(cut), _) => Some(cut),
+                (None, Some(doubt)) => {
+                    Some(format!("the meta block found may be older than a lost one: {doubt}"))
+                }
+                (None, None) => None,
+            };
             (Some((meta, read.version)), doubt)
         }
-        Err(error) => {
-            report.problems.push(format!("the meta block does not decode: {error}"));
+        Err(problem) => {
+            report.problems.extend(cut);
+            report.problems.push(problem);
             (None, None)
         }
     }
@@ -542,13 +555,13 @@ impl Walk<'_> {
         }
         let read = match self.blocks.read(id) {
             Ok(Some(read)) => read,
-            Ok(None) => return Err(format!("page {id} is missing")),
+            Ok(None) => return Err(self.blocks.absent("page", id)),
             Err(error) => return Err(format!("page {id} cannot be read: {error}")),
         };
         let page = page::decode_bytes(Bytes::from(read.bytes))
             .map_err(|error| format!("page {id} does not decode: {error}"))?;
         let meta = self.meta_version;
-        let doubt = read.doubt.filter(|d| meta.is_none_or(|meta| d.group.0 <= meta));
+        let doubt = read.doubt.filter(|d| meta.is_none_or(|meta| d.oldest.0 <= meta));
         Ok((page, doubt))
     }
 
@@ -585,7 +598,7 @@ impl Walk<'_> {
         for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
             match self.blocks.read(id) {
                 Ok(Some(read)) => value.extend_from_slice(&read.bytes),
-                Ok(None) => return Err(format!("overflow block {id} is missing")),
+                Ok(None) => return Err(self.blocks.absent("overflow block", id)),
                 Err(error) => return Err(format!("overflow block {id}: {error}")),
             }
             if value.len() as u64 > overflow.len {

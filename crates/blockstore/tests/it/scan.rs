@@ -128,7 +128,7 @@ fn a_damaged_newest_copy_gives_the_older_one_with_a_doubt() {
     let one = scan.get(BlockId(1)).expect("the older copy");
     assert_eq!(one.version, GroupId(1));
     let doubt = one.doubt.as_ref().expect("a doubt");
-    assert_eq!(doubt.group, GroupId(2));
+    assert_eq!(doubt.oldest, GroupId(2));
     assert!(doubt.reason.contains("version 2 is damaged"), "{doubt}");
     assert_eq!(scan.read(BlockId(1)).expect("read"), Some(content(BlockId(1), 1, 3000)));
     assert_eq!(scan.damage().len(), 1, "{:?}", scan.damage());
@@ -167,7 +167,7 @@ fn a_block_lost_without_a_trace_puts_every_older_copy_in_doubt() {
     // Copies older than group 2 may be stale; group 2's own and later ones may not.
     for block in scan.blocks() {
         match block.version.0 {
-            1 => assert_eq!(block.doubt.as_ref().map(|d| d.group), Some(GroupId(2))),
+            1 => assert_eq!(block.doubt.as_ref().map(|d| d.oldest), Some(GroupId(2))),
             _ => assert_eq!(block.doubt, None, "block {}", block.id),
         }
     }
@@ -187,11 +187,98 @@ fn an_incomplete_last_group_is_left_out_as_recovery_leaves_it() {
     // The tombstone of block 2 went with its group: the older copy is back, in doubt.
     let two = scan.get(BlockId(2)).expect("block 2's older copy");
     assert_eq!(two.version, GroupId(1));
-    assert_eq!(two.doubt.as_ref().map(|d| d.group), Some(GroupId(3)), "{two:?}");
+    assert_eq!(two.doubt.as_ref().map(|d| d.oldest), Some(GroupId(3)), "{two:?}");
     assert!(scan.notes().iter().any(|n| n.contains("group 3 at the end")), "{:?}", scan.notes());
     // Recovery agrees: the map ends with group 2.
     let store =
         LogStore::open(&storage, dir, StoreOptions { read_only: true, ..options() }).expect("open");
     assert!(store.read(BlockId(8)).expect("read").is_none());
     assert_eq!(store.read(BlockId(2)).expect("read"), scan.read(BlockId(2)).expect("read"));
+}
+
+#[test]
+fn a_segment_cut_short_puts_every_older_copy_in_doubt() {
+    let fs = SimFs::new();
+    let storage = Storage::Sim(fs.clone());
+    let dir = Path::new("/blocks");
+    build(&storage, dir);
+    // Cut just after group 3's first block: its second (block 8) is gone with no trace.
+    let (path, at) = find(&fs, dir, 2, 3);
+    let file = storage.open(&path, &OpenOptions::new(AccessMethod::Syscall)).expect("open");
+    file.set_len(at + BLOCK_ALIGN).expect("cut");
+    drop(file);
+    let scan = scan_segments(&storage, dir).expect("scan");
+    let cut = scan.damage().iter().find(|d| d.offset == at + BLOCK_ALIGN).expect("the cut");
+    assert!(cut.detail.contains("cut short"), "{cut}");
+    assert!(scan.notes().iter().any(|n| n.contains("is cut short")), "{:?}", scan.notes());
+    // Nothing follows in its stream, so any copy may be older than a lost one: one of a
+    // group after group 3, the last left in the file; block 2's tombstone went with the
+    // unfinished group 3 itself.
+    for block in scan.blocks() {
+        let doubt =
+            block.doubt.as_ref().unwrap_or_else(|| panic!("block {} in no doubt", block.id));
+        let oldest = match block.id.0 {
+            2 => GroupId(3),
+            _ => GroupId(4).max(GroupId(block.version.0 + 1)),
+        };
+        assert_eq!(doubt.oldest, oldest, "block {}: {doubt}", block.id);
+    }
+}
+
+#[test]
+fn an_unfinished_looking_group_of_cleaning_is_kept_for_its_copies() {
+    let fs = SimFs::new();
+    let storage = Storage::Sim(fs.clone());
+    let dir = Path::new("/blocks");
+    let options = StoreOptions { segment_bytes: 64 << 10, ..options() };
+    let store = LogStore::open(&storage, dir, options).expect("open");
+    // Ten long-lived blocks, then overwrites of others until cleaning has work: the
+    // long-lived ones are copied into cleaning's stream.
+    let mut expected = std::collections::BTreeMap::new();
+    for id in 1..=10u64 {
+        let bytes = content(BlockId(id), 1, 2000);
+        store.write_group(&[(BlockId(id), &bytes)]).expect("write");
+        expected.insert(id, bytes);
+    }
+    for round in 0..200u64 {
+        let id = BlockId(100 + round % 4);
+        store.write_group(&[(id, &content(id, round, 3000))]).expect("overwrite");
+    }
+    let mut passes = 0;
+    while store.clean_once().expect("clean") {
+        passes += 1;
+        assert!(passes < 100, "cleaning does not converge");
+    }
+    assert!(store.stats().segments_cleaned > 0, "{:?}", store.stats());
+    store.close().expect("close");
+    // Damage one copy made by cleaning: a payload byte, so its header still names it.
+    let mut relocated = None;
+    for (path, bytes) in fs.snapshot().files {
+        let mut at = BLOCKS_START as usize;
+        while at + BLOCK_HEADER_BYTES <= bytes.len() {
+            match format::decode_header(&bytes[at..]) {
+                Ok(h) if h.flags & format::FLAG_RELOCATED != 0 && (1..=10).contains(&h.id.0) => {
+                    relocated.get_or_insert((path.clone(), at as u64, h.id, h.group));
+                    at += h.footprint() as usize;
+                }
+                Ok(h) => at += h.footprint() as usize,
+                Err(_) => at += BLOCK_ALIGN as usize,
+            }
+        }
+    }
+    let (path, at, damaged, group) = relocated.expect("a copy made by cleaning");
+    flip(&storage, &path, at + BLOCK_HEADER_BYTES as u64 + 7);
+    let scan = scan_segments(&storage, dir).expect("scan");
+    assert!(!scan.notes().iter().any(|n| n.contains("left out")), "{:?}", scan.notes());
+    // The other copies of its group are kept, and sure; the damaged one's original went
+    // with the cleaned segment.
+    for (&id, bytes) in &expected {
+        match BlockId(id) == damaged {
+            true => assert!(scan.get(BlockId(id)).is_none(), "{group}"),
+            false => {
+                assert_eq!(scan.read(BlockId(id)).expect("read").as_ref(), Some(bytes));
+                assert_eq!(scan.get(BlockId(id)).and_then(|b| b.doubt.clone()), None);
+            }
+        }
+    }
 }

@@ -2,6 +2,12 @@
 //! new store, up to the first record that is not intact; and, when the log stops early,
 //! the records lost after the stop, named by the intact records found past it.
 //!
+//! Records the checkpoint covers, which the log may still hold (it is truncated by whole
+//! segments), also fill the key ranges the tree lost: their puts and deletes in those
+//! ranges are applied, in order, once the chain is seen to reach the checkpoint. A chain
+//! that holds every record from its first to the checkpoint holds the last write to any
+//! key it wrote at all, so what it says of a key is the tree's value for it.
+//!
 //! The log is read by `Wal::read_only`, which hands over the chain of intact records and
 //! stops at the first break. Past a break, records are only looked for (every
 //! `RECORD_ALIGN` step, header and checksum), never replayed: a write after a lost one may
@@ -16,7 +22,7 @@ use tierkv_io::{AccessMethod, File, OpenOptions, Storage};
 use tierkv_wal::format as wal_format;
 use tierkv_wal::{Backend, Wal, WalError, WalOptions};
 
-use super::report::{LogSalvage, LostRecords};
+use super::report::{KeySpan, LogSalvage, LostRecords};
 use super::Target;
 use crate::batch::{WriteBatch, BATCH_RECORD};
 use crate::Result;
@@ -38,12 +44,15 @@ pub(super) fn replay(
     dir: &Path,
     backend: Option<Backend>,
     after: Option<u64>,
+    lost: &[KeySpan],
     target: &mut Target,
 ) -> Result<LogPass> {
     let mut salvage = LogSalvage { dir: dir.to_path_buf(), ..LogSalvage::default() };
     let floor = after.unwrap_or(0);
     if !storage.exists(dir)? {
+        // Every store has a log: whatever it held after the checkpoint is gone.
         salvage.stop = Some(format!("there is no log at {}", dir.display()));
+        salvage.lost = Some(LostRecords { first: floor + 1, last: None });
         return Ok(LogPass { salvage, clean: None });
     }
     let backends = match backend {
@@ -51,7 +60,15 @@ pub(super) fn replay(
         None => vec![Backend::File, Backend::Pmem],
     };
     let mut outcome = Err(WalError::InvalidOptions("no backend tried".into()));
-    let mut replay = Replay { floor, target, salvage: &mut salvage, bad: None, failed: None };
+    let mut replay = Replay {
+        floor,
+        lost,
+        held: Some(Vec::new()),
+        target,
+        salvage: &mut salvage,
+        bad: None,
+        failed: None,
+    };
     for backend in backends {
         let options = WalOptions { backend, ..WalOptions::default() };
         outcome = Wal::read_only(storage, dir, &options, |record| replay.record(record));
@@ -63,6 +80,12 @@ pub(super) fn replay(
     let (bad, failed) = (replay.bad.take(), replay.failed.take());
     if let Some(error) = failed {
         return Err(error);
+    }
+    let reached =
+        matches!(&outcome, Ok(report) if report.lsn_range.is_some_and(|(_, l)| l.0 >= floor));
+    match reached {
+        true => replay.release()?,
+        false => replay.held = None,
     }
     replay.target.flush()?;
     let mut reasons = Vec::new();
@@ -109,9 +132,17 @@ pub(super) fn replay(
     Ok(LogPass { salvage, clean })
 }
 
-/// The callback's state: records after `floor` go to `target` until one is bad.
+/// A put (with its value) or a delete (`None`) of a key.
+type Write = (Vec<u8>, Option<Vec<u8>>);
+
+/// The callback's state: records after `floor` go to `target` until one is bad; before,
+/// their writes in `lost` ranges are held until the chain reaches `floor`.
 struct Replay<'a> {
     floor: u64,
+    lost: &'a [KeySpan],
+    /// Writes in lost ranges of the records the checkpoint covers, in order; `None` once
+    /// released, or given up (a record among them did not decode).
+    held: Option<Vec<Write>>,
     target: &'a mut Target,
     salvage: &'a mut LogSalvage,
     /// The first record with a good checksum that is not a batch, and why.
@@ -121,9 +152,53 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
+    /// Applies the held writes (the chain reached the checkpoint).
+    fn release(&mut self) -> Result<()> {
+        for (key, value) in self.held.take().unwrap_or_default() {
+            match value {
+                Some(value) => self.target.put(&key, &value)?,
+                None => self.target.delete(&key)?,
+            }
+            self.salvage.filled += 1;
+        }
+        Ok(())
+    }
+
+    /// Holds the writes of covered record `lsn` that fall in lost ranges.
+    fn hold(&mut self, lsn: u64, payload: &[u8]) {
+        let Some(held) = self.held.as_mut() else { return };
+        if self.lost.is_empty() {
+            return;
+        }
+        let Ok(batch) = WriteBatch::decode(payload) else {
+            // Nothing of it can be trusted to be the last write of its keys.
+            self.held = None;
+            return;
+        };
+        for (key, value) in batch.ops() {
+            if self.lost.iter().any(|span| span.contains(key)) {
+                held.push((key.to_vec(), value.map(<[u8]>::to_vec)));
+            }
+        }
+        debug_assert!(lsn <= self.floor);
+    }
+
     fn record(&mut self, record: tierkv_wal::Record<'_>) {
         let lsn = record.lsn.0;
-        if lsn <= self.floor || self.bad.is_some() || self.failed.is_some() {
+        if self.bad.is_some() || self.failed.is_some() {
+            return;
+        }
+        if lsn <= self.floor {
+            if record.kind.get() == BATCH_RECORD {
+                self.hold(lsn, record.payload);
+            } else {
+                self.held = None;
+            }
+            return;
+        }
+        // The chain passed the checkpoint: what it held before is complete.
+        if let Err(error) = self.release() {
+            self.failed = Some(error);
             return;
         }
         if record.kind.get() != BATCH_RECORD {

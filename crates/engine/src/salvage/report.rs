@@ -129,6 +129,9 @@ pub struct LogSalvage {
     pub deletes: u64,
     /// The first and last record replayed.
     pub replayed: Option<(u64, u64)>,
+    /// Puts and deletes in the key ranges the tree lost, taken from records the checkpoint
+    /// covers that the log still held (applied after the loose blocks' entries).
+    pub filled: u64,
     /// Where and why reading stopped before the log's end.
     pub stop: Option<String>,
     /// Records after the checkpoint that could not be replayed.
@@ -226,6 +229,13 @@ impl fmt::Display for SalvageReport {
                 log.dir.display()
             )?,
             None => writeln!(f, "log: no record to replay in {}", log.dir.display())?,
+        }
+        if log.filled > 0 {
+            writeln!(
+                f,
+                "log: {} writes in lost key ranges taken from records the checkpoint covers",
+                log.filled
+            )?;
         }
         if let Some(stop) = &log.stop {
             writeln!(f, "log stopped early: {stop}")?;

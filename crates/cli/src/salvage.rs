@@ -88,6 +88,7 @@ fn report_json(report: &SalvageReport) -> Json {
             "puts": log.puts,
             "deletes": log.deletes,
             "replayed": log.replayed.map(|(first, last)| json!([first, last])),
+            "filled": log.filled,
             "stop": log.stop,
             "lost": log.lost.map(|lost| json!({"first": lost.first, "last": lost.last})),
         },

@@ -321,33 +321,58 @@ fn open_blocks(storage: &Storage, dir: &Path, report: &mut SalvageReport) -> Blo
         }
     }
     let options = StoreOptions { read_only: true, ..StoreOptions::default() };
-    let error = match LogStore::open(storage, dir, options) {
-        Ok(store) => return Blocks::Map(store),
-        Err(error) => error,
+    let why = match LogStore::open(storage, dir, options) {
+        Ok(store) => match store.recovery_report().stop.clone() {
+            None => return Blocks::Map(store),
+            // Recovery cut the log's end at the first invalid block, complete groups after
+            // it too: when a scan finds a newer meta block there, the scan is the better
+            // source.
+            Some((file, offset, reason)) => {
+                let scan = match scan_segments(storage, dir) {
+                    Ok(scan) => scan,
+                    Err(_) => return Blocks::Map(store),
+                };
+                let newest = |version: Option<u64>| version.unwrap_or(0);
+                let mapped = store.read_versioned(META_BLOCK).ok().flatten().and_then(|(_, v)| v);
+                let scanned = scan.get(META_BLOCK).map(|block| block.version.0);
+                if newest(scanned) <= newest(mapped.map(|v| v.0)) {
+                    return Blocks::Map(store);
+                }
+                let why = format!(
+                    "the block store's recovery stopped at {} offset {offset} ({reason}), \
+                     before a newer meta block",
+                    file.display()
+                );
+                return scanned_blocks(scan, why, report);
+            }
+        },
+        Err(error) => format!("the block store's map could not be loaded ({error})"),
     };
-    report.scanned_blocks = true;
-    report.problems.push(format!(
-        "the block store's map could not be loaded ({error}): blocks were found by scanning \
-         every segment file"
-    ));
     match scan_segments(storage, dir) {
-        Ok(scan) => {
-            const SHOWN: usize = 20;
-            for damage in scan.damage().iter().take(SHOWN) {
-                report.problems.push(format!("block scan: {damage}"));
-            }
-            if scan.damage().len() > SHOWN {
-                let more = scan.damage().len() - SHOWN;
-                report.problems.push(format!("block scan: {more} more damaged places"));
-            }
-            report.problems.extend(scan.notes().iter().map(|note| format!("block scan: {note}")));
-            Blocks::Scan(scan)
-        }
+        Ok(scan) => scanned_blocks(scan, why, report),
         Err(error) => {
-            report.problems.push(format!("the segment files cannot be scanned: {error}"));
+            report
+                .problems
+                .push(format!("{why}, and the segment files cannot be scanned: {error}"));
             Blocks::None
         }
     }
+}
+
+/// Blocks from `scan`, with why the map was not used and what the scan found reported.
+fn scanned_blocks(scan: SegmentScan, why: String, report: &mut SalvageReport) -> Blocks {
+    const SHOWN: usize = 20;
+    report.scanned_blocks = true;
+    report.problems.push(format!("{why}: blocks were found by scanning every segment file"));
+    for damage in scan.damage().iter().take(SHOWN) {
+        report.problems.push(format!("block scan: {damage}"));
+    }
+    if scan.damage().len() > SHOWN {
+        let more = scan.damage().len() - SHOWN;
+        report.problems.push(format!("block scan: {more} more damaged places"));
+    }
+    report.problems.extend(scan.notes().iter().map(|note| format!("block scan: {note}")));
+    Blocks::Scan(scan)
 }
 
 /// The meta block with its version, or `None` (reported); and why it may be older than

@@ -325,3 +325,59 @@ fn a_salvage_never_writes_over_a_store_or_beside_other_files() {
     assert!(matches!(missing, Err(tierkv::Error::NotFound { .. })), "{missing:?}");
     assert!(!storage.exists(TO).expect("exists"), "a refused salvage made a store");
 }
+
+#[test]
+fn a_group_that_recovery_cuts_with_every_group_after_it_is_read_past_by_scanning() {
+    let fs = SimFs::new();
+    let storage = Storage::Sim(fs.clone());
+    // Checkpoints over a log of small segments: their truncation leaves only the last
+    // records. Nothing reopens the store, so the block store's recovery reads every group.
+    let options = Options {
+        log_segment_bytes: 64 << 10,
+        checkpoint_log_bytes: 1 << 30,
+        checkpoint_interval: std::time::Duration::from_secs(3600),
+        ..options()
+    };
+    let db = Db::open_on(&storage, DIR, options).expect("open");
+    let mut expected = BTreeMap::new();
+    for start in (0..3000u32).step_by(100) {
+        let mut batch = WriteBatch::new();
+        for i in start..start + 100 {
+            batch.put(key(i), format!("value {i}"));
+            expected.insert(key(i), format!("value {i}").into_bytes());
+        }
+        db.write(&batch).expect("write");
+    }
+    db.close().expect("close");
+    // Damage the first checkpoint's group (a leaf it wrote, and every later copy of it).
+    let needle = key(10);
+    for (path, bytes) in fs.snapshot().files {
+        if path.extension().is_none_or(|e| e != "blk") {
+            continue;
+        }
+        let mut at = 0;
+        while let Some(found) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
+            flip(&fs, &path, (at + found + 3) as u64);
+            at += found + needle.len();
+        }
+    }
+    let report = salvage(&fs, SalvageOptions::default());
+    println!("{report}");
+    // Recovery cut the log at the damaged group, and every later group with it, down to
+    // the new store's empty tree, where the log (truncated since) no longer reaches. The
+    // scan reads past the damage to the last checkpoint's meta block: only the damaged
+    // leaf's keys are lost.
+    assert!(report.scanned_blocks);
+    assert!(report.problems[0].contains("before a newer meta block"), "{report}");
+    assert_eq!(report.checkpoint.map(|(_, sequence)| sequence), Some(30));
+    assert_eq!(report.lost.len(), 1, "{report}");
+    let lost = &report.lost[0];
+    assert_eq!(lost.span.low, None);
+    assert!(lost.reason.starts_with("no intact copy of page"), "{}", lost.reason);
+    assert_eq!(lost.recovered, 0);
+    assert!(report.doubtful.is_empty() && report.log.lost.is_none(), "{report}");
+    expected.retain(|key, _| !lost.span.contains(key));
+    assert!(expected.contains_key(&key(100)) && !expected.contains_key(&key(10)));
+    assert_eq!(report.tree_entries, expected.len() as u64);
+    assert_eq!(salvaged(&fs), expected);
+}

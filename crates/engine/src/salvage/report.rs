@@ -201,7 +201,7 @@ impl fmt::Display for SalvageReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "salvaged {} into {}", self.from.display(), self.to.display())?;
         let blocks = match self.scanned_blocks {
-            true => "found by scanning every segment file (the block map could not be loaded)",
+            true => "found by scanning every segment file (the problems below say why)",
             false => "read through the block map",
         };
         writeln!(f, "blocks: {blocks}")?;

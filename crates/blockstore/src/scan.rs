@@ -205,7 +205,9 @@ pub fn scan_segments(storage: &Storage, dir: &Path) -> Result<SegmentScan, Block
         let file = storage.open(&path, &OpenOptions::new(AccessMethod::Syscall).read_only(true))?;
         let len = file.len();
         let mut head = vec![0u8; (BLOCK_HEADER_BYTES as u64).min(len) as usize];
-        file.read_at(&mut head, 0)?;
+        if !head.is_empty() {
+            file.read_at(&mut head, 0)?;
+        }
         let header = format::decode_segment_header(&head);
         let cut = header.as_ref().is_ok_and(|header| header.capacity > len);
         if let Some(capacity) = header.as_ref().ok().map(|h| h.capacity).filter(|_| cut) {

@@ -24,9 +24,11 @@
 //!    covers that the log still holds fill the lost ranges too (see `log`).
 //!
 //! Blocks are read through the block store's map (`LogStore::open`, read-only) when it
-//! loads; when it does not (a damaged map checkpoint, a damaged sealed segment), through
-//! `tierkv_blockstore::scan_segments`, which finds every block whose checksum holds and
-//! says where a newer copy of one may have been lost. Such a doubt counts for a page only
+//! loads; when it does not (a damaged map checkpoint, a damaged sealed segment), or when
+//! its recovery cut the log's end at damage before a newer meta block (recovery leaves
+//! out everything after the first invalid block of a stream's last segment, complete
+//! groups too), through `tierkv_blockstore::scan_segments`, which finds every block whose
+//! checksum holds and says where a newer copy of one may have been lost. Such a doubt counts for a page only
 //! if the lost copy could be older than the meta block (a published page is never
 //! rewritten). A meta block itself in doubt (the scan's doubt, or a block store whose
 //! recovery cut its log's end) is set aside when the log holds every write since its
@@ -195,6 +197,15 @@ pub fn salvage_on(
                 "log {lost} could not be replayed: a key they wrote may hold an older value \
                  here, or be here though they deleted it"
             ),
+        });
+    }
+    if identity.as_ref().is_some_and(|identity| identity.state == StoreState::BackupInProgress) {
+        report.lost.push(LostRange {
+            span: KeySpan::all(),
+            reason: "the store is a backup that never finished: what it had not copied yet \
+                     is not here"
+                .into(),
+            recovered: 0,
         });
     }
     target.flush()?;

@@ -105,7 +105,10 @@ pub(super) fn replay(
     if let Some((lsn, why)) = &bad {
         reasons.push(format!("record {lsn} {why}"));
     }
-    reasons.extend(cut_segments(storage, dir)?);
+    match cut_segments(storage, dir) {
+        Ok(cuts) => reasons.extend(cuts),
+        Err(error) => reasons.push(format!("the log's segment files cannot be read: {error}")),
+    }
     let clean = match (&outcome, reasons.is_empty()) {
         (Ok(report), true) => report.lsn_range.map(|(first, last)| (first.0, last.0)),
         _ => None,
@@ -114,7 +117,9 @@ pub(super) fn replay(
         // The first record not replayed: the bad one, or the one after the chain's end.
         let next = bad.map_or_else(|| last_read.map_or(1, |last| last + 1), |(lsn, _)| lsn);
         let first = next.max(floor + 1);
-        let last = highest_intact_lsn(storage, dir)?.filter(|&found| found >= first);
+        // A failed read only leaves the end of the loss unknown.
+        let highest = highest_intact_lsn(storage, dir).ok().flatten();
+        let last = highest.filter(|&found| found >= first);
         // A break among records the checkpoint covers loses nothing, unless intact records
         // after the checkpoint lie past it.
         if last.is_some() || next > floor {
@@ -252,7 +257,9 @@ fn cut_segments(storage: &Storage, dir: &Path) -> Result<Vec<String>> {
     for (path, file) in segment_files(storage, dir)? {
         let len = file.len();
         let mut head = vec![0u8; len.min(64) as usize];
-        file.read_at(&mut head, 0)?;
+        if !head.is_empty() {
+            file.read_at(&mut head, 0)?;
+        }
         if let Some(header) =
             wal_format::SegmentHeader::decode(&head).ok().filter(|h| h.capacity > len)
         {

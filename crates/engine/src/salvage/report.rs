@@ -41,14 +41,14 @@ impl KeySpan {
 }
 
 impl fmt::Display for KeySpan {
-    /// `[low, high)`, keys escaped (printable ASCII as is, other bytes `\xNN`); `..` for a
-    /// missing bound.
+    /// `keys [low, high)`, keys escaped (printable ASCII as is, other bytes `\xNN`), `..`
+    /// for a missing bound; or `every key`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_all() {
             return f.write_str("every key");
         }
         let bound = |key: &Option<Vec<u8>>| key.as_deref().map_or("..".into(), escape);
-        write!(f, "[{}, {})", bound(&self.low), bound(&self.high))
+        write!(f, "keys [{}, {})", bound(&self.low), bound(&self.high))
     }
 }
 
@@ -246,7 +246,7 @@ impl fmt::Display for SalvageReport {
         for lost in &self.lost {
             writeln!(
                 f,
-                "LOST keys {}: {}; {} entries recovered there from loose blocks",
+                "LOST {}: {}; {} entries recovered there from loose blocks",
                 lost.span, lost.reason, lost.recovered
             )?;
         }
@@ -254,7 +254,7 @@ impl fmt::Display for SalvageReport {
             writeln!(f, "LOST value of key {}: {}", escape(&lost.key), lost.reason)?;
         }
         for doubt in &self.doubtful {
-            writeln!(f, "DOUBTFUL keys {}: {}", doubt.span, doubt.reason)?;
+            writeln!(f, "DOUBTFUL {}: {}", doubt.span, doubt.reason)?;
         }
         for problem in &self.problems {
             writeln!(f, "problem: {problem}")?;

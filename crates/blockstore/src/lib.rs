@@ -52,7 +52,9 @@ pub use error::BlockError;
 pub use format::Codec;
 pub use log_store::LogStore;
 pub use options::{DoublewriteOptions, StoreOptions};
-pub use scan::{scan_segments, Doubt, ScanDamage, ScannedBlock, SegmentScan};
+pub use scan::{
+    scan_segments, scan_segments_with, Doubt, ScanDamage, ScanOptions, ScannedBlock, SegmentScan,
+};
 pub use stats::{RecoveryReport, StoreStats, VerifyReport};
 
 /// A block's logical id, chosen by the layer above.

@@ -178,6 +178,15 @@ struct GroupSeen {
     places: Vec<(u64, u64)>,
 }
 
+/// How `scan_segments_with` scans.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// Keep the blocks of incomplete groups at the end of a stream's last segment rather
+    /// than leaving them out as a write that never finished: for a caller that knows
+    /// otherwise (the layer above's log shows the write finished).
+    pub keep_unfinished: bool,
+}
+
 /// Scans every segment file in `dir` (see the module header). Nothing is written.
 ///
 /// # Errors
@@ -185,6 +194,19 @@ struct GroupSeen {
 /// `BlockError::Io` when the directory cannot be listed or a file cannot be opened or read.
 /// Damage is never an error: it is in `SegmentScan::damage`.
 pub fn scan_segments(storage: &Storage, dir: &Path) -> Result<SegmentScan, BlockError> {
+    scan_segments_with(storage, dir, ScanOptions::default())
+}
+
+/// `scan_segments`, as `options` say.
+///
+/// # Errors
+///
+/// As `scan_segments`.
+pub fn scan_segments_with(
+    storage: &Storage,
+    dir: &Path,
+    options: ScanOptions,
+) -> Result<SegmentScan, BlockError> {
     let mut numbers: Vec<u64> = storage
         .list_dir(dir)?
         .iter()
@@ -253,7 +275,7 @@ pub fn scan_segments(storage: &Storage, dir: &Path) -> Result<SegmentScan, Block
         bytes_scanned += scan_file(&file, len, &mut sink)?;
         files.insert(number, Segment { path, file, stream, cut });
     }
-    let scan = Resolve { files: &files, copies, pointers, claims, garbage };
+    let scan = Resolve { files: &files, copies, pointers, claims, garbage, options };
     let (blocks, more_notes) = scan.choose();
     notes.extend(more_notes);
     debug_assert!(blocks.iter().all(|(id, chosen)| *id == chosen.block.id));
@@ -366,6 +388,7 @@ fn scan_file(file: &File, len: u64, sink: &mut Sink<'_>) -> Result<u64, BlockErr
 /// Turns what the files held into the copy kept for each id, with its doubts.
 struct Resolve<'a> {
     files: &'a HashMap<u64, Segment>,
+    options: ScanOptions,
     copies: Vec<Copy>,
     pointers: Vec<Copy>,
     claims: Vec<Claim>,
@@ -441,7 +464,15 @@ impl Resolve<'_> {
             group.places.extend(claim.place);
         }
         assert!(groups.values().all(|g| g.count > 0), "a group of no blocks decoded");
-        let torn = self.torn_groups(&groups);
+        let mut torn = self.torn_groups(&groups);
+        if self.options.keep_unfinished {
+            for id in std::mem::take(&mut torn) {
+                notes.push(format!(
+                    "group {id} at the end of its stream's last segment is incomplete, and kept: \
+                     it was written in full, and damaged"
+                ));
+            }
+        }
         let mut losses = Vec::new();
         for (id, group) in &groups {
             if !group.in_log || torn.contains(id) {

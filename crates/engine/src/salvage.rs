@@ -53,7 +53,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use tierkv_blockstore::{scan_segments, BlockId, BlockStore, LogStore, SegmentScan, StoreOptions};
+use tierkv_blockstore::{
+    scan_segments, scan_segments_with, BlockId, BlockStore, LogStore, ScanOptions, SegmentScan,
+    StoreOptions,
+};
 use tierkv_io::{FileLock, Storage};
 use tierkv_wal::Durability;
 
@@ -137,8 +140,22 @@ pub fn salvage_on(
         ..SalvageReport::default()
     };
     let identity = read_identity(storage, from, &mut report);
-    let blocks = open_blocks(storage, &from.join(BLOCKS_DIR), &mut report);
-    let (meta, meta_doubt) = read_meta(&blocks, &mut report);
+    let log_dir = options
+        .log_dir
+        .clone()
+        .or_else(|| identity.as_ref().map(|identity| identity.log_dir_in(from)))
+        .unwrap_or_else(|| from.join(identity::LOG_DIR));
+    let backend = identity.as_ref().map(|identity| identity.log_backend);
+    let blocks_dir = from.join(BLOCKS_DIR);
+    let mut blocks = open_blocks(storage, &blocks_dir, &mut report);
+    let (mut meta, mut meta_doubt) = read_meta(&blocks, &mut report);
+    if let Some((found, _)) = meta.filter(|_| meta_doubt.is_some()) {
+        if let Some(taken) = take_back(storage, &blocks_dir, &log_dir, backend, &found, &mut report)
+        {
+            blocks = taken;
+            (meta, meta_doubt) = read_meta(&blocks, &mut report);
+        }
+    }
     let page_bytes = identity
         .as_ref()
         .map(|identity| identity.page_bytes as usize)
@@ -161,7 +178,6 @@ pub fn salvage_on(
         meta_version: meta.and_then(|(_, version)| version),
         orphans_from: meta.map(|(meta, _)| meta.orphans_from),
     };
-    let blocks_dir = from.join(BLOCKS_DIR);
     match meta {
         Some((meta, _)) => {
             walk.report.checkpoint = Some((meta.root, meta.sequence));
@@ -179,12 +195,6 @@ pub fn salvage_on(
             walk.loose(storage, &blocks_dir, HashSet::from([META_BLOCK.0]), false)?;
         }
     }
-    let log_dir = options
-        .log_dir
-        .clone()
-        .or_else(|| identity.as_ref().map(|identity| identity.log_dir_in(from)))
-        .unwrap_or_else(|| from.join(identity::LOG_DIR));
-    let backend = identity.as_ref().map(|identity| identity.log_backend);
     let sequence = meta.map(|(meta, _)| meta.sequence);
     let lost: Vec<KeySpan> = report.lost.iter().map(|lost| lost.span.clone()).collect();
     let pass = log::replay(storage, &log_dir, backend, sequence, &lost, &mut target)?;
@@ -429,6 +439,37 @@ fn read_meta(
             (None, None)
         }
     }
+}
+
+/// For a meta block `found` in doubt: when the log starts past its checkpoint, a later
+/// checkpoint finished (the log is truncated only once a checkpoint's group is durable),
+/// so a group left out as unfinished was written in full and damaged. A scan that keeps
+/// it, when its meta block's checkpoint reaches the log, is the better source.
+fn take_back(
+    storage: &Storage,
+    dir: &Path,
+    log_dir: &Path,
+    backend: Option<tierkv_wal::Backend>,
+    found: &Meta,
+    report: &mut SalvageReport,
+) -> Option<Blocks> {
+    let first = log::first_lsn(storage, log_dir, backend)?;
+    if first <= found.sequence + 1 {
+        return None;
+    }
+    let scan = scan_segments_with(storage, dir, ScanOptions { keep_unfinished: true }).ok()?;
+    let taken = Meta::decode(&scan.read(META_BLOCK).ok()??).ok()?;
+    if taken.sequence + 1 < first || taken.sequence <= found.sequence {
+        return None;
+    }
+    let why = format!(
+        "the log starts at record {first}, past the checkpoint of the meta block found \
+         (records up to {}): a later checkpoint finished, so the incomplete group at the end \
+         of the block store's log was written in full and damaged, and is kept (its meta \
+         block covers records up to {})",
+        found.sequence, taken.sequence
+    );
+    Some(scanned_blocks(scan, why, report))
 }
 
 /// A meta block in doubt is set aside when the log, read to a clean end, holds every

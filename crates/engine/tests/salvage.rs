@@ -326,13 +326,16 @@ fn a_salvage_never_writes_over_a_store_or_beside_other_files() {
     assert!(!storage.exists(TO).expect("exists"), "a refused salvage made a store");
 }
 
-#[test]
-fn a_group_that_recovery_cuts_with_every_group_after_it_is_read_past_by_scanning() {
-    let fs = SimFs::new();
+/// A closed store of 3,000 keys written in batches of 100 over a log of small segments
+/// (whose truncation leaves only the last records), checkpointed after the batches that end
+/// at the keys in `checkpoints` and by the close, and never reopened (the block store's
+/// recovery reads every group). Then every copy of the leaf holding `key00010`, written by
+/// the first checkpoint, is damaged. Returns the keys written.
+fn damaged_first_checkpoint(fs: &SimFs, checkpoints: &[u32]) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let storage = Storage::Sim(fs.clone());
-    // Checkpoints over a log of small segments: their truncation leaves only the last
-    // records. Nothing reopens the store, so the block store's recovery reads every group.
     let options = Options {
+        // Room for every write in the memtable: checkpoints come only when asked for.
+        cache_size: 64 << 20,
         log_segment_bytes: 64 << 10,
         checkpoint_log_bytes: 1 << 30,
         checkpoint_interval: std::time::Duration::from_secs(3600),
@@ -347,9 +350,11 @@ fn a_group_that_recovery_cuts_with_every_group_after_it_is_read_past_by_scanning
             expected.insert(key(i), format!("value {i}").into_bytes());
         }
         db.write(&batch).expect("write");
+        if checkpoints.contains(&(start + 100)) {
+            db.checkpoint().expect("checkpoint");
+        }
     }
     db.close().expect("close");
-    // Damage the first checkpoint's group (a leaf it wrote, and every later copy of it).
     let needle = key(10);
     for (path, bytes) in fs.snapshot().files {
         if path.extension().is_none_or(|e| e != "blk") {
@@ -357,18 +362,17 @@ fn a_group_that_recovery_cuts_with_every_group_after_it_is_read_past_by_scanning
         }
         let mut at = 0;
         while let Some(found) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
-            flip(&fs, &path, (at + found + 3) as u64);
+            flip(fs, &path, (at + found + 3) as u64);
             at += found + needle.len();
         }
     }
-    let report = salvage(&fs, SalvageOptions::default());
-    println!("{report}");
-    // Recovery cut the log at the damaged group, and every later group with it, down to
-    // the new store's empty tree, where the log (truncated since) no longer reaches. The
-    // scan reads past the damage to the last checkpoint's meta block: only the damaged
-    // leaf's keys are lost.
+    expected
+}
+
+/// The report of a salvage that lost only the damaged leaf holding `key00010`: checked,
+/// and the salvaged store against `expected` less that leaf's keys.
+fn check_only_the_leaf_lost(fs: &SimFs, report: &SalvageReport, mut expected: Expected) {
     assert!(report.scanned_blocks);
-    assert!(report.problems[0].contains("before a newer meta block"), "{report}");
     assert_eq!(report.checkpoint.map(|(_, sequence)| sequence), Some(30));
     assert_eq!(report.lost.len(), 1, "{report}");
     let lost = &report.lost[0];
@@ -379,5 +383,35 @@ fn a_group_that_recovery_cuts_with_every_group_after_it_is_read_past_by_scanning
     expected.retain(|key, _| !lost.span.contains(key));
     assert!(expected.contains_key(&key(100)) && !expected.contains_key(&key(10)));
     assert_eq!(report.tree_entries, expected.len() as u64);
-    assert_eq!(salvaged(&fs), expected);
+    assert_eq!(salvaged(fs), expected);
+}
+
+type Expected = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[test]
+fn a_group_that_recovery_cuts_with_every_group_after_it_is_read_past_by_scanning() {
+    let fs = SimFs::new();
+    let expected = damaged_first_checkpoint(&fs, &[1000, 2000]);
+    let report = salvage(&fs, SalvageOptions::default());
+    println!("{report}");
+    // Recovery cut the log at the damaged group, and every later group with it, down to
+    // the new store's empty tree, where the log (truncated since) no longer reaches. The
+    // scan reads past the damage to the last checkpoint's meta block.
+    assert!(report.problems[0].contains("before a newer meta block"), "{report}");
+    check_only_the_leaf_lost(&fs, &report, expected);
+}
+
+#[test]
+fn an_unfinished_looking_last_group_is_kept_when_the_log_shows_its_checkpoint_finished() {
+    let fs = SimFs::new();
+    // The close's checkpoint is the only one: its group, damaged, is the block store's
+    // last, and looks like a write that never finished, to recovery and to the scan.
+    let expected = damaged_first_checkpoint(&fs, &[]);
+    let report = salvage(&fs, SalvageOptions::default());
+    println!("{report}");
+    // But the log was truncated past the older meta block's checkpoint, which happens only
+    // once a later checkpoint is durable: the group is kept.
+    let kept = report.problems.iter().find(|p| p.starts_with("the log starts at record"));
+    assert!(kept.is_some_and(|p| p.contains("is kept")), "{report}");
+    check_only_the_leaf_lost(&fs, &report, expected);
 }

@@ -2,13 +2,16 @@
 //! store it finds exactly what the map holds; it never writes; a damaged map checkpoint
 //! costs nothing; a damaged newest copy yields the older copy with a doubt naming the lost
 //! version; a block lost without a trace in the middle of a group puts every older copy in
-//! doubt; an incomplete group at the log's end is left out, as recovery leaves it out.
+//! doubt; an incomplete group at the log's end is left out, as recovery leaves it out,
+//! unless the caller knows better; a segment cut short puts older copies in doubt; a group
+//! of cleaning's is never left out.
 
 use std::path::{Path, PathBuf};
 
 use tierkv_blockstore::format::{self, BLOCKS_START, BLOCK_ALIGN, BLOCK_HEADER_BYTES};
 use tierkv_blockstore::{
-    scan_segments, BlockId, BlockStore, BlockWrite, GroupId, LogStore, StoreOptions,
+    scan_segments, scan_segments_with, BlockId, BlockStore, BlockWrite, GroupId, LogStore,
+    ScanOptions, StoreOptions,
 };
 use tierkv_io::sim::SimFs;
 use tierkv_io::{AccessMethod, OpenOptions, Storage};
@@ -194,6 +197,13 @@ fn an_incomplete_last_group_is_left_out_as_recovery_leaves_it() {
         LogStore::open(&storage, dir, StoreOptions { read_only: true, ..options() }).expect("open");
     assert!(store.read(BlockId(8)).expect("read").is_none());
     assert_eq!(store.read(BlockId(2)).expect("read"), scan.read(BlockId(2)).expect("read"));
+    // A caller that knows the group was written in full keeps it: the tombstone deletes
+    // block 2, and block 8, named by its damaged header, is the one thing lost.
+    let keep = ScanOptions { keep_unfinished: true };
+    let kept = scan_segments_with(&storage, dir, keep).expect("scan");
+    assert!(kept.get(BlockId(2)).is_none() && kept.get(BlockId(8)).is_none());
+    assert!(kept.notes().iter().any(|n| n.contains("group 3") && n.contains("kept")));
+    assert!(kept.blocks().all(|b| b.doubt.is_none()), "{kept:?}");
 }
 
 #[test]

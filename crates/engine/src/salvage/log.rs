@@ -137,6 +137,27 @@ pub(super) fn replay(
     Ok(LogPass { salvage, clean })
 }
 
+/// The first record of the log in `dir`, read as `replay` reads it; `None` when there is
+/// none or the log cannot be read.
+pub(super) fn first_lsn(storage: &Storage, dir: &Path, backend: Option<Backend>) -> Option<u64> {
+    if !storage.exists(dir).ok()? {
+        return None;
+    }
+    let backends = match backend {
+        Some(backend) => vec![backend],
+        None => vec![Backend::File, Backend::Pmem],
+    };
+    for backend in backends {
+        let options = WalOptions { backend, ..WalOptions::default() };
+        match Wal::read_only(storage, dir, &options, |_| {}) {
+            Ok(report) => return report.lsn_range.map(|(first, _)| first.0),
+            Err(WalError::InvalidOptions(_)) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// A put (with its value) or a delete (`None`) of a key.
 type Write = (Vec<u8>, Option<Vec<u8>>);
 

@@ -23,8 +23,9 @@
 //!   older than the next segment of its stream is in doubt (every copy, for a stream's last);
 //! - an incomplete group of the layer above at the end of a stream's last segment is taken,
 //!   as recovery takes it, for a write that never finished: its blocks are left out, and
-//!   the older copies of the ids it wrote are in doubt. Cleaning's groups are kept whole or
-//!   not: their copies carry their originals' versions.
+//!   the older copies of the ids it wrote are in doubt (unless the caller knows the write
+//!   finished: `ScanOptions::keep_unfinished`). Cleaning's groups are never left out: their
+//!   copies carry their originals' versions.
 //!
 //! A doubt says the oldest version the lost copy could have (`Doubt::oldest`): a group of
 //! the layer above writes at its own version, cleaning copies at the originals'.

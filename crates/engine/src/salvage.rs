@@ -31,8 +31,12 @@
 //! checksum holds and says where a newer copy of one may have been lost. Such a doubt counts for a page only
 //! if the lost copy could be older than the meta block (a published page is never
 //! rewritten). A meta block itself in doubt (the scan's doubt, or a block store whose
-//! recovery cut its log's end) is set aside when the log holds every write since its
-//! checkpoint, read to a clean end; otherwise every key is reported in doubt.
+//! recovery cut its log's end) is weighed against the log: when the log starts past its
+//! checkpoint, a later checkpoint finished (the log is truncated only once a checkpoint's
+//! group is durable), so the incomplete group left out at the block store's end was
+//! written in full and damaged, and a scan that keeps it is used (`take_back`); when the
+//! log holds every write since its checkpoint, read to a clean end, the doubt is set
+//! aside; otherwise every key is reported in doubt.
 //!
 //! Values kept in overflow blocks are copied when every block reads; otherwise the key is
 //! reported (`LostValue`) and not copied.

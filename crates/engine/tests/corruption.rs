@@ -4,8 +4,9 @@
 //! never a wrong value, a key that vanished without an error, a panic or a hang. `verify`
 //! must report the damage when a read found it.
 //!
-//! Every fourth damaged store (`TIERKV_CORRUPTION_SALVAGE_EVERY` changes it) is also
-//! salvaged (`tierkv::salvage_on`, the damaged files mounted read-only) into a new store, which must open, and hold every key `get` could still read
+//! Every eighth damaged store (`TIERKV_CORRUPTION_SALVAGE_EVERY` changes it; every one on
+//! real files) is also salvaged (`tierkv::salvage_on`, the damaged files mounted read-only)
+//! into a new store, which must open, verify, and hold every key `get` could still read
 //! with the value it read; every entry it holds must be right, or in a key range the report
 //! calls lost or in doubt; every key it lacks must be one the report names. The tally
 //! counts the keys salvage recovered that `get` could not read (all of them, when the
@@ -14,7 +15,8 @@
 //! On the simulated file system (fast: a copy of the store is a clone of its image), and on
 //! real files read through a mapping (where a file cut short would raise SIGBUS).
 //! The simulated sweep tries 10,000 single-byte flips (and a truncation for every nine flips)
-//! in about 15 seconds, in CI too; `TIERKV_CORRUPTION_FLIPS` changes the count.
+//! in about 30 seconds (15 without the salvages), in CI too; `TIERKV_CORRUPTION_FLIPS`
+//! changes the count.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -247,13 +249,14 @@ fn assert_locates(message: &str, label: &str) {
     assert!(located, "{label}: an error that does not say where: {message}");
 }
 
-/// Salvage every this many trials (a salvage makes a store: it costs several trials).
+/// Salvage every this many trials (a salvage makes a store and opens it again: it costs
+/// about seven trials).
 fn salvage_every() -> u64 {
     std::env::var("TIERKV_CORRUPTION_SALVAGE_EVERY")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|&every| every > 0)
-        .unwrap_or(4)
+        .unwrap_or(8)
 }
 
 fn flips_wanted() -> u64 {

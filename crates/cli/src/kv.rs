@@ -483,13 +483,27 @@ fn execute(command: KvCommand) -> Result<ExitCode, Failure> {
         KvCommand::Compact { store } => {
             let db = store.open()?;
             let before = db.verify()?;
+            let files_before = db.stats()?.blocks.file_bytes;
             db.compact()?;
             let after = db.verify()?;
+            let files_after = db.stats()?.blocks.file_bytes;
             db.close()?;
             if store.json {
-                print_json(&json!({"pages_before": before.pages, "pages_after": after.pages}))?;
+                print_json(&json!({
+                    "pages_before": before.pages,
+                    "pages_after": after.pages,
+                    "block_file_bytes_before": files_before,
+                    "block_file_bytes_after": files_after,
+                }))?;
             } else {
-                println!("compacted: {} pages before, {} after", before.pages, after.pages);
+                let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+                println!(
+                    "compacted: {} pages before, {} after; block files {:.2} MiB before, {:.2} MiB after",
+                    before.pages,
+                    after.pages,
+                    mib(files_before),
+                    mib(files_after)
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -752,7 +752,9 @@ impl Db {
     }
 
     /// Checkpoints, then rewrites the tree with full pages, so that space left by splits
-    /// and deletes is given back. Reads and writes go on meanwhile.
+    /// and deletes is given back: the old tree's pages are deleted, and the block store
+    /// cleans until its files are no larger than before (unless a snapshot taken before
+    /// still holds the old pages). Reads and writes go on meanwhile.
     ///
     /// # Errors
     ///
@@ -1307,9 +1309,15 @@ impl Inner {
         let mut checkpointer = lock(&self.checkpointer);
         // Again under the lock: a close waits for this lock once it refuses new calls.
         self.check_writable()?;
-        let result = self.compact_locked(&mut checkpointer);
+        let before = self.pages.blocks().stats().file_bytes;
+        let result = self.compact_locked(&mut checkpointer).and_then(|()| {
+            // The old tree's pages go at the next checkpoint once no reader holds them (a
+            // snapshot taken before the compaction keeps them), then their space goes back.
+            self.checkpoint_locked(&mut checkpointer)?;
+            Ok(self.pages.blocks().shrink_to(before)?)
+        });
         drop(checkpointer);
-        result.map_err(|error| self.fail(error))
+        result.map(|_| ()).map_err(|error| self.fail(error))
     }
 
     fn compact_locked(&self, cp: &mut Checkpointer) -> Result<()> {

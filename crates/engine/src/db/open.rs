@@ -46,6 +46,8 @@ use crate::{Error, Options, Result};
 enum Found {
     /// No store: one may be made there. `exists`: the directory is there (and empty).
     Nothing { exists: bool },
+    /// A store whose making did not finish: it is made again, once its lock is held.
+    Unfinished(Identity),
     /// A store, as its identity file describes it.
     Store(Identity),
 }
@@ -61,7 +63,19 @@ pub(super) fn open(storage: &Storage, dir: &Path, options: Options) -> Result<Db
             start(storage, dir, options, lock, false)
         }
         Found::Nothing { exists } => {
-            let db = create(storage, dir, options, exists, StoreState::Creating, 0)?;
+            let db = create(storage, dir, options, exists, None, StoreState::Creating, 0)?;
+            mark_ready(storage, dir, &db.inner.options)?;
+            Ok(db)
+        }
+        Found::Unfinished(found) => {
+            // Under the lock, so that no other open is making it again meanwhile.
+            let held = lock(storage, dir, &options)?;
+            if Identity::read(storage, dir)?.as_ref() != Some(&found) {
+                return Err(Error::AlreadyOpen { dir: dir.to_path_buf() });
+            }
+            // CRASH: nothing was acknowledged before the store was ready: start over.
+            remove_made(storage, dir, false, true, &found)?;
+            let db = create(storage, dir, options, true, held, StoreState::Creating, 0)?;
             mark_ready(storage, dir, &db.inner.options)?;
             Ok(db)
         }
@@ -81,9 +95,12 @@ pub(super) fn create_backup(
     options.validate()?;
     match inspect(storage, dir, &Options { error_if_exists: true, ..options.clone() })? {
         Found::Nothing { exists } => {
-            create(storage, dir, options, exists, StoreState::BackupInProgress, source_sequence)
+            let state = StoreState::BackupInProgress;
+            create(storage, dir, options, exists, None, state, source_sequence)
         }
-        Found::Store(_) => Err(Error::AlreadyExists { path: dir.to_path_buf() }),
+        Found::Store(_) | Found::Unfinished(_) => {
+            Err(Error::AlreadyExists { path: dir.to_path_buf() })
+        }
     }
 }
 
@@ -145,11 +162,7 @@ fn inspect(storage: &Storage, dir: &Path, options: &Options) -> Result<Found> {
                 detail: "the store's creation did not finish; a writable open makes it again"
                     .into(),
             }),
-            StoreState::Creating => {
-                // CRASH: nothing was acknowledged before the store was ready: start over.
-                remove_made(storage, dir, false, &found)?;
-                Ok(Found::Nothing { exists: true })
-            }
+            StoreState::Creating => Ok(Found::Unfinished(found)),
             StoreState::Ready if options.error_if_exists => {
                 Err(Error::AlreadyExists { path: dir.to_path_buf() })
             }
@@ -251,12 +264,14 @@ fn lock(storage: &Storage, dir: &Path, options: &Options) -> Result<Option<FileL
 }
 
 /// Makes a new store in `dir` (missing, or empty when `exists`) in `state`, and opens it;
-/// on failure removes what it made. The caller marks it ready.
+/// on failure removes what it made. `held`: its lock, when the caller took it already. The
+/// caller marks it ready.
 fn create(
     storage: &Storage,
     dir: &Path,
     options: Options,
     exists: bool,
+    held: Option<FileLock>,
     state: StoreState,
     source_sequence: u64,
 ) -> Result<Db> {
@@ -294,7 +309,10 @@ fn create(
     }
     let options = Options { log_dir: Some(identity.log_dir_in(dir)), ..options };
     let made = (|| {
-        let lock = lock(storage, dir, &options)?;
+        let lock = match held {
+            Some(held) => Some(held),
+            None => lock(storage, dir, &options)?,
+        };
         // CRASH: from here until the identity says ready, a crash leaves a store that the
         // next open makes again, or (a backup) one that never opens.
         identity.write(storage, dir, options.file_mode)?;
@@ -302,7 +320,7 @@ fn create(
     })();
     if made.is_err() {
         // Best effort: what stays behind is an empty store the next open makes again.
-        let _ = remove_made(storage, dir, !exists, &identity);
+        let _ = remove_made(storage, dir, !exists, false, &identity);
         if let Some(log_dir) = identity.log_dir.as_deref().filter(|_| !log_existed) {
             let _ = storage.remove_dir(log_dir);
         }
@@ -322,12 +340,19 @@ pub(super) fn discard_backup(storage: &Storage, dir: &Path, whole: bool) -> Resu
         log_dir: None,
         source_sequence: 0,
     };
-    remove_made(storage, dir, whole, &identity.unwrap_or(inside))
+    remove_made(storage, dir, whole, false, &identity.unwrap_or(inside))
 }
 
-/// Removes what making a store puts in `dir` (and in its log directory elsewhere), and
-/// `dir` itself when `whole`.
-fn remove_made(storage: &Storage, dir: &Path, whole: bool, identity: &Identity) -> Result<()> {
+/// Removes what making a store puts in `dir` (and in its log directory elsewhere), but the
+/// lock file when `keep_lock` (the caller holds it), and `dir` itself when `whole`.
+fn remove_made(
+    storage: &Storage,
+    dir: &Path,
+    whole: bool,
+    keep_lock: bool,
+    identity: &Identity,
+) -> Result<()> {
+    assert!(!(whole && keep_lock), "a directory goes with its lock file");
     if let Some(log_dir) = &identity.log_dir {
         if storage.exists(log_dir)? {
             for name in storage.list_dir(log_dir)? {
@@ -337,7 +362,7 @@ fn remove_made(storage: &Storage, dir: &Path, whole: bool, identity: &Identity) 
         }
     }
     for name in storage.list_dir(dir)? {
-        if identity::is_store_entry(&name) {
+        if identity::is_store_entry(&name) && !(keep_lock && name == LOCK_FILE) {
             remove_tree(storage, &dir.join(name))?;
         }
     }

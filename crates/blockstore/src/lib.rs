@@ -170,6 +170,16 @@ pub trait BlockStore: Send + Sync {
     /// nothing to do.
     fn checkpoint(&self) -> Result<(), BlockError>;
 
+    /// Gives back space that writes freed all at once (a compaction of the layer above):
+    /// cleans sealed segments, emptiest first, past the space target the background
+    /// cleaner keeps, until the files hold at most `file_bytes` or no segment is worth
+    /// cleaning. Returns the files' bytes after. `DoublewriteStore` has fixed slots and does
+    /// nothing.
+    fn shrink_to(&self, file_bytes: u64) -> Result<u64, BlockError> {
+        let _ = file_bytes;
+        Ok(self.stats().file_bytes)
+    }
+
     /// Counters since open.
     fn stats(&self) -> StoreStats;
 

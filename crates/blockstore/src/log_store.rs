@@ -777,6 +777,33 @@ impl BlockStore for LogStore {
         self.shared.write_checkpoint()
     }
 
+    fn shrink_to(&self, file_bytes: u64) -> Result<u64, BlockError> {
+        let shared = &*self.shared;
+        shared.check_writable()?;
+        // A map checkpoint first: space and pointers it puts behind recovery's scan may go.
+        shared.write_checkpoint()?;
+        // Bounded: each pass deletes a segment, or stops.
+        let segments = shared.read_index().segments.len();
+        for _ in 0..segments {
+            if shared.read_index().file_bytes <= file_bytes {
+                break;
+            }
+            let cleaned = {
+                let _cleaning = lock(&shared.cleaning);
+                let Some(victim) = shared.pick_victim(true)? else { break };
+                let cleaned = shared.clean_segment(victim);
+                lock(&shared.writer).cleaning = None;
+                cleaned?
+            };
+            if !cleaned {
+                break;
+            }
+        }
+        let after = shared.read_index().file_bytes;
+        assert!(after > 0 || segments == 0);
+        Ok(after)
+    }
+
     fn stats(&self) -> StoreStats {
         let index = self.shared.read_index();
         self.shared.counters.snapshot(index.live_bytes, index.file_bytes)
@@ -1384,9 +1411,13 @@ impl Shared {
         }
         let number = writer.next_segment;
         // About what the stream's last segment took in the target time, or the first size.
+        // A segment made for one group over the largest size says nothing of the rate.
+        let sizing = self.options.sizing();
         let sized = match &writer.streams[stream as usize] {
-            Some(old) => self.options.sizing().next(old.capacity, old.since.elapsed()),
-            None => self.options.sizing().min_bytes,
+            Some(old) if old.capacity <= sizing.max_bytes => {
+                sizing.next(old.capacity, old.since.elapsed())
+            }
+            _ => sizing.min_bytes,
         };
         let capacity = sized.max((BLOCKS_START + needed).next_multiple_of(4096));
         let segment =
@@ -1767,7 +1798,7 @@ impl Shared {
     /// Cleans one segment if the space target asks for it (see the module header).
     fn clean_once(&self) -> Result<bool, BlockError> {
         let _cleaning = lock(&self.cleaning);
-        let Some(victim) = self.pick_victim()? else {
+        let Some(victim) = self.pick_victim(false)? else {
             return Ok(false);
         };
         let cleaned = self.clean_segment(victim);
@@ -1775,15 +1806,16 @@ impl Shared {
         cleaned
     }
 
-    /// The segment to clean next: when over the space target, the sealed segment with the
-    /// smallest share of live bytes that is worth cleaning; otherwise one with nothing live.
-    fn pick_victim(&self) -> Result<Option<u64>, BlockError> {
+    /// The segment to clean next: when over the space target (or `forced`), the sealed
+    /// segment with the smallest share of live bytes that is worth cleaning; otherwise one
+    /// with nothing live.
+    fn pick_victim(&self, forced: bool) -> Result<Option<u64>, BlockError> {
         let (tails, actives): (_, Vec<u64>) = {
             let inflight = lock(&self.inflight);
             (inflight.tails, inflight.actives().collect())
         };
         let index = self.read_index();
-        if !self.exceeds(&index, &tails, self.options.space_target) {
+        if !forced && !self.exceeds(&index, &tails, self.options.space_target) {
             // Under the target; still drop segments nothing points at.
             let empty = index
                 .segments

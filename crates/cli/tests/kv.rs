@@ -319,3 +319,23 @@ fn stat_counts_every_entry_after_a_kill() {
     let scan = tierkv(&["scan", "--db", path(&db)]);
     assert_eq!(scan.stdout.iter().filter(|&&b| b == b'\n').count(), 100);
 }
+
+/// A new store with five keys, closed, takes at most 4 MiB on disk (`du`): its files are
+/// preallocated by the write rate, from small sizes.
+#[test]
+fn a_small_store_is_small_on_disk() {
+    let root = tempfile::tempdir().expect("dir");
+    let db = root.path().join("db");
+    for i in 0..5 {
+        let put = tierkv(&["put", "--db", path(&db), &format!("key{i}"), &format!("value {i}")]);
+        assert!(put.status.success(), "{}", stderr(&put));
+    }
+    let du = Command::new("du").args(["-s", "--block-size=1"]).arg(&db).output().expect("du");
+    let bytes: u64 = String::from_utf8_lossy(&du.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("du's figure");
+    assert!(bytes <= 4 << 20, "a store with 5 keys takes {bytes} bytes");
+    assert!(bytes > 0);
+}

@@ -108,8 +108,12 @@ fn read_only_commands_make_no_mutating_system_call() {
         let mut violations = Vec::new();
         let mut opened = 0;
         for line in log.lines() {
-            // "PID name(args) = result", or an unfinished/resumed half of one.
-            let call = line.split_once(' ').map_or(line, |(_, rest)| rest);
+            // "[PID ]name(args) = result", or an unfinished/resumed half of one: strace puts
+            // the PID first only while it traces more than one thread.
+            let call = match line.split_once(' ') {
+                Some((pid, rest)) if pid.bytes().all(|b| b.is_ascii_digit()) => rest,
+                _ => line,
+            };
             let name = call.split('(').next().unwrap_or("");
             if call.starts_with("<...") || call.starts_with("+++") || call.starts_with("---") {
                 continue;

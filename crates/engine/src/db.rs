@@ -53,7 +53,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tierkv_blockstore::StoreStats;
 use tierkv_io::{FileLock, Storage};
 use tierkv_tiercache::TierStats;
@@ -64,17 +63,20 @@ use crate::block_pages::{BlockPages, Pages};
 use crate::cache::CacheStats;
 use crate::memtable::Memtable;
 use crate::meta::{Meta, FIRST_PAGE};
-use crate::page::{shortest_separator, InternalPage, LeafPage, OverflowRef, Page, Value};
+use crate::page::{OverflowRef, Page, Value};
 use crate::range::KeyRange;
 use crate::tree::{Change, PageSource, PageStore, Tree};
 use crate::{Error, Options, Result};
 
+mod backup;
+mod bulk;
 mod open;
 mod snapshot;
 #[cfg(test)]
 mod tests;
 mod verify;
 
+use bulk::BulkLoad;
 pub use snapshot::{Iter, Snapshot};
 pub use verify::VerifyReport;
 use verify::Walk;
@@ -103,6 +105,8 @@ struct Version {
 
 struct Inner {
     options: Options,
+    /// Where the store's files live (a backup is made on the same).
+    storage: Storage,
     dir: PathBuf,
     pages: Pages,
     /// The log, for appends; `None` when the store was opened read-only.
@@ -226,6 +230,15 @@ impl Visibility {
 
     fn get(&self) -> u64 {
         self.visible.load(Ordering::Acquire)
+    }
+
+    /// Makes `sequence` visible in a store that has published nothing (a backup, whose
+    /// numbering goes on after its source's).
+    fn start_at(&self, sequence: u64) {
+        let ahead = lock(&self.ahead);
+        assert!(ahead.is_empty() && self.get() == 0, "start_at on a store with writes");
+        self.visible.store(sequence, Ordering::Release);
+        self.advanced.notify_all();
     }
 
     /// Marks `sequence` published; the visible number passes it once all below it are.
@@ -752,7 +765,9 @@ impl Db {
     }
 
     /// Checkpoints, then rewrites the tree with full pages, so that space left by splits
-    /// and deletes is given back. Reads and writes go on meanwhile.
+    /// and deletes is given back: the old tree's pages are deleted, and the block store
+    /// cleans until its files are no larger than before (unless a snapshot taken before
+    /// still holds the old pages). Reads and writes go on meanwhile.
     ///
     /// # Errors
     ///
@@ -1307,9 +1322,15 @@ impl Inner {
         let mut checkpointer = lock(&self.checkpointer);
         // Again under the lock: a close waits for this lock once it refuses new calls.
         self.check_writable()?;
-        let result = self.compact_locked(&mut checkpointer);
+        let before = self.pages.blocks().stats().file_bytes;
+        let result = self.compact_locked(&mut checkpointer).and_then(|()| {
+            // The old tree's pages go at the next checkpoint once no reader holds them (a
+            // snapshot taken before the compaction keeps them), then their space goes back.
+            self.checkpoint_locked(&mut checkpointer)?;
+            Ok(self.pages.blocks().shrink_to(before)?)
+        });
         drop(checkpointer);
-        result.map_err(|error| self.fail(error))
+        result.map(|_| ()).map_err(|error| self.fail(error))
     }
 
     fn compact_locked(&self, cp: &mut Checkpointer) -> Result<()> {
@@ -1317,75 +1338,24 @@ impl Inner {
         // memtable.
         let base = Arc::clone(&read(&self.current));
         let old = base.tree.clone();
-        let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
         let max = old.max_page_bytes;
-        let target = max - max / 16;
         let dirty_budget = self.options.dirty_budget();
+        let mut bulk = BulkLoad::new(BlockPages::new(&self.pages, cp.meta.next_page), max);
         let mut failure: Option<Error> = None;
-        // The leaves, filled to `target`, each with the separator before it.
-        let mut level: Vec<(Vec<u8>, u64)> = Vec::new();
-        let mut leaf = LeafPage::default();
-        let mut last_key: Vec<u8> = Vec::new();
-        let mut separator: Vec<u8> = Vec::new();
-        let mut emit = |leaf: LeafPage, separator: Vec<u8>, session: &mut BlockPages<'_>| {
-            let id = session.allocate();
-            let id = session.store(id, Page::Leaf(leaf));
-            level.push((separator, id));
-        };
         old.scan(&self.pages, b"", &mut |key, value| {
-            let entry = LeafPage::new(vec![(Bytes::copy_from_slice(key), value.clone())]);
-            let grown = leaf.encoded_len() + entry.encoded_len() - crate::page::HEADER_BYTES;
-            if !leaf.entries.is_empty() && grown > target {
-                let next = shortest_separator(&last_key, key);
-                emit(
-                    std::mem::take(&mut leaf),
-                    std::mem::replace(&mut separator, next),
-                    &mut session,
-                );
-                if session.dirty_bytes() > dirty_budget {
-                    if let Err(error) = self.flush_early(cp, &mut session) {
-                        failure = Some(error);
-                        return false;
-                    }
+            bulk.push(key, value.clone());
+            if bulk.session.dirty_bytes() > dirty_budget {
+                if let Err(error) = self.flush_early(cp, &mut bulk.session) {
+                    failure = Some(error);
+                    return false;
                 }
             }
-            leaf.entries.extend(entry.entries);
-            last_key = key.to_vec();
             true
         })?;
         if let Some(error) = failure {
             return Err(error);
         }
-        emit(leaf, separator, &mut session);
-        // Internal levels, bottom up, until one page is left.
-        while level.len() > 1 {
-            let mut parents: Vec<(Vec<u8>, u64)> = Vec::new();
-            let mut children = level.into_iter();
-            while let Some((up, first_child)) = children.next() {
-                let mut page = InternalPage::new(first_child, Vec::new());
-                let mut rest = children.as_slice().iter();
-                let mut taken = 0;
-                for (separator, child) in &mut rest {
-                    if page.encoded_len() + 4 + separator.len() + 8 > target && taken >= 2 {
-                        break;
-                    }
-                    page.entries.push((separator.clone(), *child));
-                    taken += 1;
-                }
-                for _ in 0..taken {
-                    children.next();
-                }
-                // A last page of one child would route nothing: take it here instead.
-                if children.len() == 1 {
-                    page.entries.extend(children.next());
-                }
-                let id = session.allocate();
-                let id = session.store(id, Page::Internal(page));
-                parents.push((up, id));
-            }
-            level = parents;
-        }
-        let root = level.pop().map_or(old.root, |(_, id)| id);
+        let (mut session, root) = bulk.finish();
         // Every page of the old tree is replaced (overflow blocks are kept as they are).
         let mut old_pages = Vec::new();
         collect_pages(&self.pages, old.root, &mut old_pages)?;

@@ -693,8 +693,13 @@ impl Shared {
     /// Makes `prepared` the active segment.
     fn install(&self, state: &mut State, prepared: Segment) {
         let old = state.active();
-        // The one after this holds about what the old one took in the target time.
-        let next = self.options.sizing().next(old.segment.capacity, state.active_since.elapsed());
+        // The one after this holds about what the old one took in the target time; one grown
+        // for a record over the largest size says nothing of the rate.
+        let sizing = self.options.sizing();
+        let next = match old.segment.capacity <= sizing.max_bytes {
+            true => sizing.next(old.segment.capacity, state.active_since.elapsed()),
+            false => sizing.min_bytes,
+        };
         if let Some(last) = old.last_lsn {
             if last > state.durable && self.options.backend == Backend::File {
                 let segment = Arc::clone(&old.segment);

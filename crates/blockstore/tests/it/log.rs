@@ -604,3 +604,44 @@ fn large_groups_written_in_pieces_read_back_before_and_after_reopen() {
         assert_eq!(bytes, content(BlockId(id), latest[id as usize], block), "block {id}");
     }
 }
+
+/// Most blocks deleted at once, under the space target's reach: `shrink_to` cleans past the
+/// target until the files are no larger than asked (or nothing is worth cleaning), and every
+/// live block reads the same, before and after a reopen.
+#[test]
+fn shrink_to_gives_back_what_a_mass_delete_freed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = StoreOptions { space_target: 50.0, ..small(Codec::None, AccessMethod::Syscall) };
+    let store = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
+    let blocks: Vec<(BlockId, Vec<u8>)> =
+        (0..600u64).map(|id| (BlockId(id), content(BlockId(id), 1, 3000))).collect();
+    for chunk in blocks.chunks(20) {
+        put_all(&store, chunk);
+    }
+    let full = store.stats().file_bytes;
+    // Every block but each tenth goes; the cleaner's 50x target lets the files stay.
+    for chunk in blocks.chunks(60) {
+        let deletes: Vec<BlockWrite<'_>> = chunk
+            .iter()
+            .filter(|(id, _)| id.0 % 10 != 0)
+            .map(|(id, _)| BlockWrite::Delete(*id))
+            .collect();
+        store.apply_group(&deletes).expect("delete");
+    }
+    while store.clean_once().expect("clean") {}
+    let before = store.stats().file_bytes;
+    assert!(before > full / 2, "the cleaner gave space back already: {full} -> {before}");
+    let after = store.shrink_to(full / 4).expect("shrink");
+    assert!(after <= full / 4, "{before} -> {after}, asked for {}", full / 4);
+    assert_eq!(after, store.stats().file_bytes);
+    let live: Vec<&(BlockId, Vec<u8>)> = blocks.iter().filter(|(id, _)| id.0 % 10 == 0).collect();
+    for (id, bytes) in &live {
+        assert_eq!(store.read(*id).expect("read").as_ref(), Some(bytes));
+    }
+    store.close().expect("close");
+    let store = LogStore::open(&Storage::Os, dir.path(), options).expect("reopen");
+    for (id, bytes) in &live {
+        assert_eq!(store.read(*id).expect("read after reopen").as_ref(), Some(bytes));
+    }
+    assert_eq!(store.read(BlockId(1)).expect("read"), None);
+}

@@ -46,6 +46,8 @@ use crate::{Error, Options, Result};
 enum Found {
     /// No store: one may be made there. `exists`: the directory is there (and empty).
     Nothing { exists: bool },
+    /// A store whose making did not finish: it is made again, once its lock is held.
+    Unfinished(Identity),
     /// A store, as its identity file describes it.
     Store(Identity),
 }
@@ -60,8 +62,58 @@ pub(super) fn open(storage: &Storage, dir: &Path, options: Options) -> Result<Db
             let lock = lock(storage, dir, &options)?;
             start(storage, dir, options, lock, false)
         }
-        Found::Nothing { exists } => create(storage, dir, options, exists),
+        Found::Nothing { exists } => {
+            let db = create(storage, dir, options, exists, None, StoreState::Creating, 0)?;
+            mark_ready(storage, dir, &db.inner.options)?;
+            Ok(db)
+        }
+        Found::Unfinished(found) => {
+            // Under the lock, so that no other open is making it again meanwhile.
+            let held = lock(storage, dir, &options)?;
+            if Identity::read(storage, dir)?.as_ref() != Some(&found) {
+                return Err(Error::AlreadyOpen { dir: dir.to_path_buf() });
+            }
+            // CRASH: nothing was acknowledged before the store was ready: start over.
+            remove_made(storage, dir, false, true, &found)?;
+            let db = create(storage, dir, options, true, held, StoreState::Creating, 0)?;
+            mark_ready(storage, dir, &db.inner.options)?;
+            Ok(db)
+        }
     }
+}
+
+/// Makes a new store for a backup of a store at `source_sequence`, in `dir` (missing, with a
+/// parent, or empty), and opens it. Its identity says *backup in progress*, so that it never
+/// opens as a store until `mark_ready`.
+pub(super) fn create_backup(
+    storage: &Storage,
+    dir: &Path,
+    options: Options,
+    source_sequence: u64,
+) -> Result<Db> {
+    assert!(!options.read_only && options.log_dir.is_none());
+    options.validate()?;
+    match inspect(storage, dir, &Options { error_if_exists: true, ..options.clone() })? {
+        Found::Nothing { exists } => {
+            let state = StoreState::BackupInProgress;
+            create(storage, dir, options, exists, None, state, source_sequence)
+        }
+        Found::Store(_) | Found::Unfinished(_) => {
+            Err(Error::AlreadyExists { path: dir.to_path_buf() })
+        }
+    }
+}
+
+/// Marks the store in `dir` ready: its identity file's last change, once everything it
+/// holds is durable.
+pub(super) fn mark_ready(storage: &Storage, dir: &Path, options: &Options) -> Result<()> {
+    let Some(identity) = Identity::read(storage, dir)? else {
+        return Err(Error::Corruption(format!("{IDENTITY_FILE} vanished from {}", dir.display())));
+    };
+    assert!(identity.state != StoreState::Ready, "a store made ready twice");
+    // CRASH: before this rename the store is unfinished (made again, or a refused backup);
+    // after it, ready.
+    Identity { state: StoreState::Ready, ..identity }.write(storage, dir, options.file_mode)
 }
 
 /// What `dir` holds, and whether the options let the open go on.
@@ -110,11 +162,7 @@ fn inspect(storage: &Storage, dir: &Path, options: &Options) -> Result<Found> {
                 detail: "the store's creation did not finish; a writable open makes it again"
                     .into(),
             }),
-            StoreState::Creating => {
-                // CRASH: nothing was acknowledged before the store was ready: start over.
-                remove_made(storage, dir, false, &found)?;
-                Ok(Found::Nothing { exists: true })
-            }
+            StoreState::Creating => Ok(Found::Unfinished(found)),
             StoreState::Ready if options.error_if_exists => {
                 Err(Error::AlreadyExists { path: dir.to_path_buf() })
             }
@@ -215,17 +263,27 @@ fn lock(storage: &Storage, dir: &Path, options: &Options) -> Result<Option<FileL
     })
 }
 
-/// Makes a new store in `dir` (missing, or empty when `exists`) and opens it; on failure
-/// removes what it made.
-fn create(storage: &Storage, dir: &Path, options: Options, exists: bool) -> Result<Db> {
+/// Makes a new store in `dir` (missing, or empty when `exists`) in `state`, and opens it;
+/// on failure removes what it made. `held`: its lock, when the caller took it already. The
+/// caller marks it ready.
+fn create(
+    storage: &Storage,
+    dir: &Path,
+    options: Options,
+    exists: bool,
+    held: Option<FileLock>,
+    state: StoreState,
+    source_sequence: u64,
+) -> Result<Db> {
+    assert!(state != StoreState::Ready);
     let log_outside =
         options.log_dir.as_deref().map(|log| outside_log_dir(log, dir)).transpose()?;
     let identity = Identity {
-        state: StoreState::Creating,
+        state,
         page_bytes: options.page_bytes() as u32,
         log_backend: options.backend(),
         log_dir: log_outside.flatten(),
-        source_sequence: 0,
+        source_sequence,
     };
     // The log of a new store starts empty: a log directory elsewhere that holds anything
     // would be replayed into it.
@@ -251,18 +309,18 @@ fn create(storage: &Storage, dir: &Path, options: Options, exists: bool) -> Resu
     }
     let options = Options { log_dir: Some(identity.log_dir_in(dir)), ..options };
     let made = (|| {
-        let lock = lock(storage, dir, &options)?;
+        let lock = match held {
+            Some(held) => Some(held),
+            None => lock(storage, dir, &options)?,
+        };
         // CRASH: from here until the identity says ready, a crash leaves a store that the
-        // next open makes again.
+        // next open makes again, or (a backup) one that never opens.
         identity.write(storage, dir, options.file_mode)?;
-        let db = start(storage, dir, options.clone(), lock, true)?;
-        let ready = Identity { state: StoreState::Ready, ..identity.clone() };
-        ready.write(storage, dir, options.file_mode)?;
-        Ok(db)
+        start(storage, dir, options.clone(), lock, true)
     })();
     if made.is_err() {
         // Best effort: what stays behind is an empty store the next open makes again.
-        let _ = remove_made(storage, dir, !exists, &identity);
+        let _ = remove_made(storage, dir, !exists, false, &identity);
         if let Some(log_dir) = identity.log_dir.as_deref().filter(|_| !log_existed) {
             let _ = storage.remove_dir(log_dir);
         }
@@ -270,9 +328,31 @@ fn create(storage: &Storage, dir: &Path, options: Options, exists: bool) -> Resu
     made
 }
 
-/// Removes what making a store puts in `dir` (and in its log directory elsewhere), and
-/// `dir` itself when `whole`.
-fn remove_made(storage: &Storage, dir: &Path, whole: bool, identity: &Identity) -> Result<()> {
+/// Removes a backup that did not finish (see `create_backup`): what it made in `dir`, and
+/// `dir` itself when `whole` (the backup made it).
+pub(super) fn discard_backup(storage: &Storage, dir: &Path, whole: bool) -> Result<()> {
+    let identity = Identity::read(storage, dir)?;
+    assert!(identity.as_ref().is_none_or(|identity| identity.state != StoreState::Ready));
+    let inside = Identity {
+        state: StoreState::BackupInProgress,
+        page_bytes: 0,
+        log_backend: tierkv_wal::Backend::File,
+        log_dir: None,
+        source_sequence: 0,
+    };
+    remove_made(storage, dir, whole, false, &identity.unwrap_or(inside))
+}
+
+/// Removes what making a store puts in `dir` (and in its log directory elsewhere), but the
+/// lock file when `keep_lock` (the caller holds it), and `dir` itself when `whole`.
+fn remove_made(
+    storage: &Storage,
+    dir: &Path,
+    whole: bool,
+    keep_lock: bool,
+    identity: &Identity,
+) -> Result<()> {
+    assert!(!(whole && keep_lock), "a directory goes with its lock file");
     if let Some(log_dir) = &identity.log_dir {
         if storage.exists(log_dir)? {
             for name in storage.list_dir(log_dir)? {
@@ -282,7 +362,7 @@ fn remove_made(storage: &Storage, dir: &Path, whole: bool, identity: &Identity) 
         }
     }
     for name in storage.list_dir(dir)? {
-        if identity::is_store_entry(&name) {
+        if identity::is_store_entry(&name) && !(keep_lock && name == LOCK_FILE) {
             remove_tree(storage, &dir.join(name))?;
         }
     }
@@ -417,6 +497,7 @@ fn start(
     let summary = state.summary();
     let inner = Arc::new(Inner {
         options,
+        storage: storage.clone(),
         dir: dir.to_path_buf(),
         pages,
         wal,

@@ -3,7 +3,8 @@
 //! damaged internal page (its key range lost, and filled, for sure, from the leaves under
 //! it), a log cut short (the records after the cut reported lost), a damaged identity
 //! file (nothing lost; the log found where the options say), a damaged map checkpoint (the
-//! blocks found by scanning). The damaged store is mounted read-only throughout, and the
+//! blocks found by scanning), a group recovery cuts, a backup (whole, and killed before its
+//! end). The damaged store is mounted read-only throughout, and the
 //! new store must open and pass `verify`. A salvage never writes over a store.
 
 use std::collections::BTreeMap;
@@ -240,7 +241,8 @@ fn a_log_cut_short_reports_the_records_after_the_cut_lost() {
     }
     let report = salvage(&fs, SalvageOptions::default());
     println!("{report}");
-    assert_eq!(report.checkpoint.map(|(_, s)| s), Some(sequence));
+    // The copy's own close checkpoints the empty record its log starts with.
+    assert!(report.checkpoint.is_some_and(|(_, s)| s >= sequence), "{report}");
     assert!(report.lost.is_empty() && report.lost_values.is_empty(), "{report}");
     assert_eq!(report.log.records, 99);
     assert_eq!((report.log.puts, report.log.deletes), (99, 0));
@@ -414,4 +416,47 @@ fn an_unfinished_looking_last_group_is_kept_when_the_log_shows_its_checkpoint_fi
     let kept = report.problems.iter().find(|p| p.starts_with("the log starts at record"));
     assert!(kept.is_some_and(|p| p.contains("is kept")), "{report}");
     check_only_the_leaf_lost(&fs, &report, expected);
+}
+
+#[test]
+fn a_backup_salvages_completely_and_one_still_in_progress_is_reported_lost() {
+    let fs = SimFs::new();
+    let storage = Storage::Sim(fs.clone());
+    let expected = build(&storage, options());
+    let db = Db::open_on(&storage, DIR, options()).expect("open");
+    let sequence = db.backup("/copy").expect("backup");
+    db.close().expect("close");
+    let salvage_copy = |to: &str| {
+        fs.set_read_only("/copy", true);
+        let report = tierkv::salvage_on(&storage, "/copy", to, SalvageOptions::default());
+        fs.set_read_only("/copy", false);
+        report.expect("salvage")
+    };
+    let report = salvage_copy("/from-copy");
+    println!("{report}");
+    assert!(report.is_complete() && report.problems.is_empty(), "{report}");
+    // The copy's own close checkpoints the empty record its log starts with.
+    assert!(report.checkpoint.is_some_and(|(_, s)| s >= sequence), "{report}");
+    assert_eq!(salvaged_in(&fs, "/from-copy"), expected);
+    // The identity file as a backup killed before its end leaves it (its checksum whole).
+    let path = Path::new("/copy").join(tierkv::IDENTITY_FILE);
+    let mut bytes = fs.read_file(&path).expect("identity");
+    bytes[20..24].copy_from_slice(&3u32.to_le_bytes());
+    let end = bytes.len() - 4;
+    let crc = tierkv_io::crc32c(&bytes[..end]);
+    bytes[end..].copy_from_slice(&crc.to_le_bytes());
+    let file = storage.open(&path, &OpenOptions::new(AccessMethod::Syscall)).expect("open");
+    file.write_at(&bytes, 0).expect("write");
+    drop(file);
+    assert!(matches!(
+        Db::open_on(&storage, "/copy", options()),
+        Err(tierkv::Error::IncompleteBackup { .. })
+    ));
+    let report = salvage_copy("/from-unfinished");
+    println!("{report}");
+    assert_eq!(report.lost.len(), 1, "{report}");
+    assert_eq!(report.lost[0].span, KeySpan::all());
+    assert!(report.lost[0].reason.contains("a backup that never finished"));
+    assert!(!report.is_complete());
+    assert_eq!(salvaged_in(&fs, "/from-unfinished"), expected);
 }

@@ -4,8 +4,8 @@
 //! it), a log cut short (the records after the cut reported lost), a damaged identity
 //! file (nothing lost; the log found where the options say), a damaged map checkpoint (the
 //! blocks found by scanning), a group recovery cuts, a backup (whole, and killed before its
-//! end). The damaged store is mounted read-only throughout, and the
-//! new store must open and pass `verify`. A salvage never writes over a store.
+//! end). The damaged store is mounted read-only throughout, and the new store must open and
+//! pass `verify`. A salvage never writes over a store.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,10 +1,11 @@
 //! The checks behind the fuzz targets in `fuzz/` (one per on-disk decoder, and one that
-//! opens a damaged store), shared with `tests/fuzz_regressions.rs`, which replays every
+//! salvages and opens a damaged store), shared with `tests/fuzz_regressions.rs`, which replays every
 //! input kept under `fuzz/regressions/` through them in `cargo test`. Not part of the API.
 //!
 //! Each check feeds arbitrary bytes to a decoder, or to recovery, and fails (panics) only
 //! when a promise breaks: a decoder that panics, allocates without bound, or accepts bytes
-//! it cannot give back the same; a store that returns a wrong value. An error is the right
+//! it cannot give back the same; a store that returns a wrong value; a salvage that copies
+//! a wrong entry, or loses one, without its report saying so. An error is the right
 //! answer to damage.
 
 use std::collections::BTreeMap;

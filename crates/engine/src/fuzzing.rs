@@ -1,6 +1,7 @@
 //! The checks behind the fuzz targets in `fuzz/` (one per on-disk decoder, and one that
-//! salvages and opens a damaged store), shared with `tests/fuzz_regressions.rs`, which replays every
-//! input kept under `fuzz/regressions/` through them in `cargo test`. Not part of the API.
+//! salvages and opens a damaged store), shared with `tests/fuzz_regressions.rs`, which
+//! replays every input kept under `fuzz/regressions/` through them in `cargo test`. Not part
+//! of the API.
 //!
 //! Each check feeds arbitrary bytes to a decoder, or to recovery, and fails (panics) only
 //! when a promise breaks: a decoder that panics, allocates without bound, or accepts bytes

@@ -414,8 +414,12 @@ impl Resolve<'_> {
         let at: HashMap<(u64, u64), usize> =
             self.copies.iter().enumerate().map(|(i, c)| ((c.segment, c.offset), i)).collect();
         let mut groups: BTreeMap<GroupId, GroupSeen> = BTreeMap::new();
+        // Where runs of undecodable bytes end and start, by segment.
+        let garbage_ends: BTreeSet<(u64, u64)> = self.garbage.iter().map(|g| (g.0, g.2)).collect();
+        let garbage_starts: BTreeSet<(u64, u64)> =
+            self.garbage.iter().map(|g| (g.0, g.1)).collect();
         let beside_garbage = |segment: u64, offset: u64, end: u64| {
-            self.garbage.iter().any(|&(s, from, to)| s == segment && (to == offset || from == end))
+            garbage_ends.contains(&(segment, offset)) || garbage_starts.contains(&(segment, end))
         };
         for copy in &self.copies {
             let h = &copy.header;
@@ -496,6 +500,7 @@ impl Resolve<'_> {
             }
         }
         losses.extend(self.cut_losses(&mut notes));
+        let losses = Losses::new(losses);
         for id in &torn {
             notes.push(format!(
                 "group {id} at the end of its stream's last segment is incomplete: taken for \
@@ -520,13 +525,18 @@ impl Resolve<'_> {
                 newest.insert(h.id, *copy);
             }
         }
+        let mut claimed_versions: HashMap<BlockId, Vec<GroupId>> = HashMap::new();
+        for claim in &self.claims {
+            claimed_versions.entry(claim.header.id).or_default().push(claim.header.version);
+        }
         let mut blocks = BTreeMap::new();
         for (id, copy) in newest {
             let version = copy.header.version;
             if deleted.get(&id).is_some_and(|&gone| gone >= version) {
                 continue;
             }
-            let doubt = self.doubt(id, version, &losses, torn_ids.get(&id).copied());
+            let claimed = claimed_versions.get(&id).map_or(&[][..], Vec::as_slice);
+            let doubt = doubt(version, claimed, &losses, torn_ids.get(&id).copied());
             let block = ScannedBlock { id, version, raw_len: copy.header.raw_len, doubt };
             let chosen = Chosen {
                 block,
@@ -563,41 +573,6 @@ impl Resolve<'_> {
         losses
     }
 
-    /// Why the copy of `id` at `version` may be older than one that was lost: of the
-    /// signs, the one whose lost copy could be the oldest (the most a caller must weigh).
-    fn doubt(
-        &self,
-        id: BlockId,
-        version: GroupId,
-        losses: &[Loss],
-        torn: Option<GroupId>,
-    ) -> Option<Doubt> {
-        let newer = GroupId(version.0 + 1);
-        let claimed = self
-            .claims
-            .iter()
-            .filter(|c| c.header.id == id && c.header.version > version)
-            .map(|c| c.header.version)
-            .min()
-            .map(|lost| Doubt {
-                oldest: lost,
-                reason: format!(
-                    "a copy of version {lost} is damaged; this one is version {version}"
-                ),
-            });
-        let torn = torn.filter(|&group| group > version).map(|group| Doubt {
-            oldest: group,
-            reason: format!(
-                "group {group}, left out as unfinished, wrote it; this copy is version {version}"
-            ),
-        });
-        let unknown = losses.iter().filter(|loss| loss.newest > version).map(|loss| Doubt {
-            oldest: loss.oldest.map_or(newer, |oldest| oldest.max(newer)),
-            reason: format!("{}; this copy is version {version}", loss.cause),
-        });
-        claimed.into_iter().chain(torn).chain(unknown).min_by_key(|doubt| doubt.oldest)
-    }
-
     /// Incomplete groups of the layer above at the end of a stream's last segment: no
     /// complete group lies after them there. Cleaning's groups are never left out: their
     /// copies carry their originals' versions, so an unfinished one changes nothing.
@@ -622,6 +597,68 @@ impl Resolve<'_> {
             }
         }
         torn
+    }
+}
+
+/// Why a copy at `version` may be older than one that was lost (`claimed`: the versions
+/// damaged copies of its id name): of the signs, the one whose lost copy could be the
+/// oldest (the most a caller must weigh).
+fn doubt(
+    version: GroupId,
+    claimed: &[GroupId],
+    losses: &Losses,
+    torn: Option<GroupId>,
+) -> Option<Doubt> {
+    let newer = GroupId(version.0 + 1);
+    let claimed = claimed.iter().copied().filter(|&v| v > version).min().map(|lost| Doubt {
+        oldest: lost,
+        reason: format!("a copy of version {lost} is damaged; this one is version {version}"),
+    });
+    let torn = torn.filter(|&group| group > version).map(|group| Doubt {
+        oldest: group,
+        reason: format!(
+            "group {group}, left out as unfinished, wrote it; this copy is version {version}"
+        ),
+    });
+    let unknown = losses.weigh(version).map(|(oldest, loss)| Doubt {
+        oldest: oldest.max(newer),
+        reason: format!("{}; this copy is version {version}", loss.cause),
+    });
+    claimed.into_iter().chain(torn).chain(unknown).min_by_key(|doubt| doubt.oldest)
+}
+
+/// The losses, ordered for `weigh`: newest first, with the running minimum of their
+/// oldest possible versions.
+struct Losses {
+    losses: Vec<Loss>,
+    /// For each prefix of `losses`: the least `oldest` in it (`GroupId(0)` for "any") and
+    /// the loss that has it.
+    least: Vec<(GroupId, usize)>,
+}
+
+impl Losses {
+    fn new(mut losses: Vec<Loss>) -> Losses {
+        losses.sort_by_key(|loss| std::cmp::Reverse(loss.newest));
+        let mut least: Vec<(GroupId, usize)> = Vec::with_capacity(losses.len());
+        for (at, loss) in losses.iter().enumerate() {
+            let oldest = loss.oldest.unwrap_or(GroupId(0));
+            let best = match least.last() {
+                Some(&(known, index)) if known <= oldest => (known, index),
+                _ => (oldest, at),
+            };
+            least.push(best);
+        }
+        debug_assert!(least.windows(2).all(|pair| pair[1].0 <= pair[0].0));
+        Losses { losses, least }
+    }
+
+    /// Of the losses that could hold a copy newer than `version` (their `newest` is past
+    /// it), the one whose lost copy could be the oldest, with that version.
+    fn weigh(&self, version: GroupId) -> Option<(GroupId, &Loss)> {
+        let applicable = self.losses.partition_point(|loss| loss.newest > version);
+        let &(oldest, index) = self.least.get(applicable.checked_sub(1)?)?;
+        assert!(self.losses[index].newest > version);
+        Some((oldest, &self.losses[index]))
     }
 }
 

@@ -15,7 +15,8 @@
 //!   first to a doublewrite file, synced, then in place, and synced again.
 //!
 //! Both implement [`BlockStore`], so a layer above can run on either and the comparison is
-//! honest.
+//! honest. [`scan_segments`] reads a log store's segment files without its map, for
+//! salvaging a store whose map or log is damaged: every block whose checksum holds.
 //!
 //! ```
 //! use tierkv_blockstore::{BlockId, BlockStore, LogStore, StoreOptions};
@@ -42,6 +43,7 @@ mod log_store;
 mod options;
 mod parts;
 mod read;
+mod scan;
 mod stats;
 mod writeback;
 
@@ -50,6 +52,9 @@ pub use error::BlockError;
 pub use format::Codec;
 pub use log_store::LogStore;
 pub use options::{DoublewriteOptions, StoreOptions};
+pub use scan::{
+    scan_segments, scan_segments_with, Doubt, ScanDamage, ScanOptions, ScannedBlock, SegmentScan,
+};
 pub use stats::{RecoveryReport, StoreStats, VerifyReport};
 
 /// A block's logical id, chosen by the layer above.

@@ -2679,19 +2679,24 @@ fn resolve_pointer(
 }
 
 /// Sequential reads through a window of `SCAN_WINDOW_BYTES`.
-struct ScanWindow<'a> {
+pub(crate) struct ScanWindow<'a> {
     file: &'a File,
     start: u64,
     bytes: Vec<u8>,
 }
 
 impl<'a> ScanWindow<'a> {
-    fn new(file: &'a File) -> Self {
+    pub(crate) fn new(file: &'a File) -> Self {
         ScanWindow { file, start: 0, bytes: Vec::new() }
     }
 
     /// `len` bytes at `offset`, all within the file of `file_len` bytes.
-    fn read(&mut self, offset: u64, len: usize, file_len: u64) -> Result<&[u8], BlockError> {
+    pub(crate) fn read(
+        &mut self,
+        offset: u64,
+        len: usize,
+        file_len: u64,
+    ) -> Result<&[u8], BlockError> {
         debug_assert!(offset + len as u64 <= file_len);
         let end = offset + len as u64;
         if offset < self.start || end > self.start + self.bytes.len() as u64 {

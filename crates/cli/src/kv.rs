@@ -1,5 +1,6 @@
 //! The key-value subcommands: `put`, `get`, `delete`, `scan`, `load`, `dump`, `stat`,
-//! `verify`, `checkpoint` and `compact`, on the store named by `--db`.
+//! `verify`, `checkpoint`, `compact` and `salvage` (`salvage.rs`), on the store named by
+//! `--db`.
 //!
 //! Commands that only read (`get`, `scan`, `dump`, `stat`, `verify`) open the store
 //! read-only: they write, sync and allocate nothing, and work on a copy the user cannot
@@ -96,6 +97,16 @@ impl StoreArgs {
     /// Whether output (and errors) are JSON.
     pub fn json(&self) -> bool {
         self.json
+    }
+
+    /// The store's directory.
+    pub fn db(&self) -> &std::path::Path {
+        &self.db
+    }
+
+    /// The engine's settings.
+    pub fn engine(&self) -> &EngineArgs {
+        &self.engine
     }
 
     /// Opens the store for writing (making it where it may be made).
@@ -282,6 +293,12 @@ pub enum KvCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Copies every entry a damaged store still holds (its tree, leaf pages the tree no
+    /// longer reaches, its log) into a new store, and reports by key range what it could
+    /// not recover and what it copied without being sure; exit code 0 when nothing was
+    /// lost, 3 when the copy was made but something was lost or is in doubt.
+    #[command(after_help = EXIT_CODES)]
+    Salvage(crate::salvage::SalvageArgs),
 }
 
 impl KvCommand {
@@ -299,6 +316,7 @@ impl KvCommand {
             | KvCommand::Restore { store, .. }
             | KvCommand::Checkpoint { store }
             | KvCommand::Compact { store } => store,
+            KvCommand::Salvage(args) => &args.store,
         }
     }
 }
@@ -337,6 +355,7 @@ pub fn run(command: KvCommand) -> Result<ExitCode, String> {
 
 fn execute(command: KvCommand) -> Result<ExitCode, Failure> {
     match command {
+        KvCommand::Salvage(args) => crate::salvage::run(args),
         KvCommand::Put { store, keys, key, value, stdin } => {
             let key = keys.bytes(&key, "the key")?;
             let value = match (value, stdin) {

@@ -49,6 +49,7 @@ mod engine_args;
 mod flags;
 mod kv;
 mod load;
+mod salvage;
 mod text;
 mod tier;
 mod torture;

@@ -111,7 +111,8 @@ fn read_only_commands_make_no_mutating_system_call() {
             // "[PID ]name(args) = result", or an unfinished/resumed half of one: strace puts
             // the PID first only while it traces more than one thread.
             let call = match line.split_once(' ') {
-                Some((pid, rest)) if pid.bytes().all(|b| b.is_ascii_digit()) => rest,
+                // strace pads a short PID with spaces ("5997  openat(...)").
+                Some((pid, rest)) if pid.bytes().all(|b| b.is_ascii_digit()) => rest.trim_start(),
                 _ => line,
             };
             let name = call.split('(').next().unwrap_or("");

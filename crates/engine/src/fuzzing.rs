@@ -1,10 +1,12 @@
 //! The checks behind the fuzz targets in `fuzz/` (one per on-disk decoder, and one that
-//! opens a damaged store), shared with `tests/fuzz_regressions.rs`, which replays every
-//! input kept under `fuzz/regressions/` through them in `cargo test`. Not part of the API.
+//! salvages and opens a damaged store), shared with `tests/fuzz_regressions.rs`, which
+//! replays every input kept under `fuzz/regressions/` through them in `cargo test`. Not part
+//! of the API.
 //!
 //! Each check feeds arbitrary bytes to a decoder, or to recovery, and fails (panics) only
 //! when a promise breaks: a decoder that panics, allocates without bound, or accepts bytes
-//! it cannot give back the same; a store that returns a wrong value. An error is the right
+//! it cannot give back the same; a store that returns a wrong value; a salvage that copies
+//! a wrong entry, or loses one, without its report saying so. An error is the right
 //! answer to damage.
 
 use std::collections::BTreeMap;
@@ -170,8 +172,9 @@ pub fn store_options() -> Options {
 }
 
 /// A closed store damaged as `data` says (groups of 6 bytes: a file, an offset, and a byte
-/// to XOR there, or a length to cut the file to when the byte is 0), then opened, read,
-/// scanned and verified. Every read must be right or an error.
+/// to XOR there, or a length to cut the file to when the byte is 0), salvaged into a new
+/// store (`salvage_dir`), then opened, read, scanned and verified. Every read must be right
+/// or an error.
 pub fn store_dir(data: &[u8]) {
     let (base, expected) = base_store();
     let image = base.crash_image(base.op_count(), CrashModel::KeepAll, 0);
@@ -201,6 +204,7 @@ pub fn store_dir(data: &[u8]) {
             }
         }
     }
+    salvage_dir(&storage, expected);
     let Ok(db) = Db::open_on(&storage, "/db", store_options()) else { return };
     for (key, value) in expected {
         if let Ok(found) = db.get(key) {
@@ -215,4 +219,31 @@ pub fn store_dir(data: &[u8]) {
         }
     }
     let _ = db.verify();
+}
+
+/// Salvages the damaged store in `/db` (mounted read-only) into `/salvaged`: the salvage
+/// must succeed, the new store must verify, and each of its entries must be right or lie
+/// where the report says something was lost or is in doubt; each key it lacks too.
+fn salvage_dir(storage: &Storage, expected: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let Storage::Sim(fs) = storage else { return };
+    fs.set_read_only("/db", true);
+    let target = Options { read_only: false, ..store_options() };
+    let options = crate::SalvageOptions { target, ..crate::SalvageOptions::default() };
+    let report = crate::salvage_on(storage, "/db", "/salvaged", options);
+    fs.set_read_only("/db", false);
+    let report = report.expect("a salvage on a simulation");
+    let options = Options { read_only: true, ..store_options() };
+    let db = Db::open_on(storage, "/salvaged", options).expect("the salvaged store opens");
+    assert!(db.verify().expect("verify the salvaged store").is_clean(), "{report}");
+    let mut salvaged = BTreeMap::new();
+    for entry in db.range(..) {
+        let (key, value) = entry.expect("a salvaged entry");
+        let right = expected.get(&key) == Some(&value);
+        assert!(right || report.covers(&key), "salvage copied {key:?} wrongly\n{report}");
+        salvaged.insert(key, value);
+    }
+    for key in expected.keys().filter(|key| !salvaged.contains_key(*key)) {
+        assert!(report.covers(key), "salvage lost {key:?} without saying so\n{report}");
+    }
+    drop(db);
 }

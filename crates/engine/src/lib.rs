@@ -56,6 +56,9 @@
 //! - `meta`: the meta block each checkpoint writes with its pages.
 //! - `memtable`: the writes since the last checkpoint, versioned by sequence number.
 //! - `db`: [`Db`]'s write and read paths, checkpoints, snapshots and recovery.
+//! - `salvage`: [`salvage`] copies what can still be read from a damaged store (the tree,
+//!   leaf pages it no longer reaches, the log) into a new one, and a [`SalvageReport`]
+//!   says, by key range, what it could not recover and what it copied without being sure.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
@@ -74,6 +77,7 @@ mod meta;
 mod options;
 mod page;
 mod range;
+mod salvage;
 mod tree;
 
 pub use batch::{WriteBatch, MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
@@ -86,6 +90,10 @@ pub use meta::MetaError;
 pub use options::{Options, DEFAULT_PAGE_BYTES, MAX_PAGE_BYTES, MIN_PAGE_BYTES};
 pub use page::PageError;
 pub use range::KeyRange;
+pub use salvage::{
+    salvage, salvage_on, DoubtfulRange, KeySpan, LogSalvage, LostRange, LostRecords, LostValue,
+    SalvageOptions, SalvageReport,
+};
 pub use tierkv_blockstore::Codec;
 pub use tierkv_io::AccessMethod;
 pub use tierkv_tiercache::{RegionBacking, SlowTier, TierOptions, TierStats};

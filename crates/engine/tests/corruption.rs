@@ -4,15 +4,24 @@
 //! never a wrong value, a key that vanished without an error, a panic or a hang. `verify`
 //! must report the damage when a read found it.
 //!
+//! Every eighth damaged store (`TIERKV_CORRUPTION_SALVAGE_EVERY` changes it; every one on
+//! real files) is also salvaged (`tierkv::salvage_on`, the damaged files mounted read-only)
+//! into a new store, which must open, verify, and hold every key `get` could still read
+//! with the value it read; every entry it holds must be right, or in a key range the report
+//! calls lost or in doubt; every key it lacks must be one the report names. The tally
+//! counts the keys salvage recovered that `get` could not read (all of them, when the
+//! damaged store would not open).
+//!
 //! On the simulated file system (fast: a copy of the store is a clone of its image), and on
 //! real files read through a mapping (where a file cut short would raise SIGBUS).
 //! The simulated sweep tries 10,000 single-byte flips (and a truncation for every nine flips)
-//! in about 15 seconds, in CI too; `TIERKV_CORRUPTION_FLIPS` changes the count.
+//! in about 30 seconds (15 without the salvages), in CI too; `TIERKV_CORRUPTION_FLIPS`
+//! changes the count.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use tierkv::{AccessMethod, Db, Durability, Options, WriteBatch};
+use tierkv::{AccessMethod, Db, Durability, Options, SalvageOptions, SalvageReport, WriteBatch};
 use tierkv_io::sim::{CrashModel, SimFs};
 use tierkv_io::{OpenOptions, Storage};
 
@@ -65,9 +74,97 @@ struct Tally {
     reads_failed: u64,
     verify_found: u64,
     unnoticed: u64,
+    /// Salvages whose report says nothing was lost or is in doubt.
+    salvages: u64,
+    salvage_complete: u64,
+    /// Keys the salvaged stores hold that `get` on the damaged store could not read.
+    salvage_beyond_get: u64,
+    /// Entries copied with a wrong value or that should be gone, each in a range the
+    /// report calls in doubt.
+    salvage_doubtful_wrong: u64,
+    /// Keys the salvaged stores lack, each named lost by the report.
+    salvage_missing: u64,
+}
+
+/// The damaged store's keys that `get` read: the value it read, for each.
+type Readable = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Salvages the damaged store in `dir` into `to` with the source mounted read-only (when
+/// `sim` is given), and returns the report.
+fn salvage(storage: &Storage, sim: Option<&SimFs>, dir: &Path, to: &Path) -> SalvageReport {
+    let target =
+        Options { cache_size: 2 << 20, durability: Durability::None, ..Options::default() };
+    let options = SalvageOptions { target, ..SalvageOptions::default() };
+    if let Some(sim) = sim {
+        sim.set_read_only(dir, true);
+    }
+    let report = tierkv::salvage_on(storage, dir, to, options);
+    if let Some(sim) = sim {
+        sim.set_read_only(dir, false);
+    }
+    report.expect("salvage")
+}
+
+/// Checks the salvaged store in `to` against what `get` read and the report's claims.
+fn check_salvage(
+    storage: &Storage,
+    to: &Path,
+    report: &SalvageReport,
+    expected: &BTreeMap<Vec<u8>, Vec<u8>>,
+    readable: &Readable,
+    label: &str,
+    tally: &mut Tally,
+) {
+    let verbose = std::env::var("TIERKV_CORRUPTION_DEBUG").is_ok();
+    if verbose {
+        println!("{label}: salvage:\n{report}");
+    }
+    let options = Options { read_only: true, cache_size: 2 << 20, ..Options::default() };
+    let db = Db::open_on(storage, to, options).expect("the salvaged store opens");
+    let verify = db.verify().expect("verify the salvaged store");
+    assert!(verify.is_clean(), "{label}: the salvaged store is damaged: {:?}", verify.problems);
+    let salvaged: BTreeMap<Vec<u8>, Vec<u8>> =
+        db.range(..).map(|entry| entry.expect("a salvaged entry")).collect();
+    db.close().expect("close the salvaged store");
+    for (key, value) in readable {
+        let copied = salvaged.get(key);
+        assert!(
+            copied == Some(value),
+            "{label}: get read key {} but the salvage {}\n{report}",
+            String::from_utf8_lossy(key),
+            if copied.is_some() { "copied another value" } else { "lost it" }
+        );
+    }
+    for (key, value) in &salvaged {
+        if expected.get(key) == Some(value) {
+            tally.salvage_beyond_get += u64::from(!readable.contains_key(key));
+            continue;
+        }
+        assert!(
+            report.covers(key),
+            "{label}: the salvage copied key {} {} without saying it may be out of date\n{report}",
+            String::from_utf8_lossy(key),
+            if expected.contains_key(key) { "with a wrong value" } else { "that was deleted" }
+        );
+        tally.salvage_doubtful_wrong += 1;
+    }
+    for key in expected.keys().filter(|key| !salvaged.contains_key(*key)) {
+        assert!(
+            report.covers(key),
+            "{label}: the salvage lost key {} without saying so\n{report}",
+            String::from_utf8_lossy(key)
+        );
+        tally.salvage_missing += 1;
+    }
+    tally.salvages += 1;
+    tally.salvage_complete += u64::from(report.is_complete());
+    if report.is_complete() {
+        assert_eq!(&salvaged, expected, "{label}: a complete salvage that is not the store");
+    }
 }
 
 /// Opens the damaged store and reads everything; panics (with `label`) on a promise broken.
+/// Returns what `get` read.
 fn examine(
     storage: &Storage,
     dir: &Path,
@@ -75,8 +172,9 @@ fn examine(
     expected: &BTreeMap<Vec<u8>, Vec<u8>>,
     label: &str,
     tally: &mut Tally,
-) {
+) -> Readable {
     tally.trials += 1;
+    let mut readable = Readable::new();
     let db = match Db::open_on(storage, dir, options(read_method)) {
         Ok(db) => db,
         Err(error) => {
@@ -85,19 +183,22 @@ fn examine(
             }
             assert_locates(&error.to_string(), label);
             tally.open_refused += 1;
-            return;
+            return readable;
         }
     };
     let mut failed = 0u64;
     for (key, value) in expected {
         match db.get(key) {
-            Ok(Some(found)) => assert!(
-                &found == value,
-                "{label}: key {} read back wrong ({} bytes, {} expected)",
-                String::from_utf8_lossy(key),
-                found.len(),
-                value.len()
-            ),
+            Ok(Some(found)) => {
+                assert!(
+                    &found == value,
+                    "{label}: key {} read back wrong ({} bytes, {} expected)",
+                    String::from_utf8_lossy(key),
+                    found.len(),
+                    value.len()
+                );
+                readable.insert(key.clone(), found);
+            }
             Ok(None) => {
                 panic!("{label}: key {} vanished without an error", String::from_utf8_lossy(key))
             }
@@ -138,6 +239,7 @@ fn examine(
         }
     }
     tally.reads_failed += u64::from(failed > 0);
+    readable
 }
 
 /// A read error on damage names a file and an offset (or a page, for a page that checks but
@@ -145,6 +247,16 @@ fn examine(
 fn assert_locates(message: &str, label: &str) {
     let located = (message.contains('/') && message.contains("offset")) || message.contains("page");
     assert!(located, "{label}: an error that does not say where: {message}");
+}
+
+/// Salvage every this many trials (a salvage makes a store and opens it again: it costs
+/// about seven trials).
+fn salvage_every() -> u64 {
+    std::env::var("TIERKV_CORRUPTION_SALVAGE_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&every| every > 0)
+        .unwrap_or(8)
 }
 
 fn flips_wanted() -> u64 {
@@ -170,6 +282,7 @@ fn single_byte_flips_and_truncations_never_return_wrong_data() {
     let mut tally = Tally::default();
     let ops = base.op_count();
     let wanted = flips_wanted();
+    let salvage_every = salvage_every();
     let mut trial = 0u64;
     while tally.flips < wanted {
         trial += 1;
@@ -200,7 +313,14 @@ fn single_byte_flips_and_truncations_never_return_wrong_data() {
             )
         };
         drop(file);
-        examine(&damaged, dir, AccessMethod::Syscall, &expected, &label, &mut tally);
+        let Storage::Sim(sim) = &damaged else { unreachable!("a simulated image") };
+        let to = Path::new("/salvaged");
+        let report =
+            trial.is_multiple_of(salvage_every).then(|| salvage(&damaged, Some(sim), dir, to));
+        let readable = examine(&damaged, dir, AccessMethod::Syscall, &expected, &label, &mut tally);
+        if let Some(report) = report {
+            check_salvage(&damaged, to, &report, &expected, &readable, &label, &mut tally);
+        }
     }
     println!("{tally:?}");
     assert_eq!(tally.trials, tally.flips + tally.truncations);
@@ -248,8 +368,13 @@ fn damaged_real_files_read_through_a_mapping_never_crash() {
             format!("trial {trial}: {} byte {at} ^ 0x5a", path.display())
         };
         std::fs::write(&path, &bytes).expect("write");
-        examine(&Storage::Os, &copy, AccessMethod::Mmap, &expected, &label, &mut tally);
+        let to = base.path().join(format!("salvaged{trial}"));
+        let report = salvage(&Storage::Os, None, &copy, &to);
+        let readable =
+            examine(&Storage::Os, &copy, AccessMethod::Mmap, &expected, &label, &mut tally);
+        check_salvage(&Storage::Os, &to, &report, &expected, &readable, &label, &mut tally);
         std::fs::remove_dir_all(&copy).expect("remove");
+        std::fs::remove_dir_all(&to).expect("remove");
     }
     println!("{tally:?}");
 }

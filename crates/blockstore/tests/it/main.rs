@@ -3,6 +3,7 @@
 mod crash;
 mod doublewrite;
 mod log;
+mod scan;
 mod tier;
 
 use std::collections::BTreeMap;

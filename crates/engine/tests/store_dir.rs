@@ -341,3 +341,39 @@ fn a_read_only_open_of_a_copy_without_a_lock_file_reads_it() {
     assert_eq!(fs.op_count(), ops, "the read-only open of the copy wrote");
     assert!(!storage.exists(copy.join("LOCK")).expect("exists"));
 }
+
+/// The block store falls back to an older checkpoint (here: its files from before the last
+/// checkpoint put back) while the log was truncated for the newer one: records between the
+/// two are in neither, and the open says so instead of serving a store without them.
+#[test]
+fn an_open_refuses_a_log_that_starts_past_the_checkpoint_in_use() {
+    let root = tempfile::tempdir().expect("dir");
+    let dir = root.path().join("db");
+    let small = Options { log_segment_bytes: 64 << 10, ..options() };
+    let db = Db::open(&dir, small.clone()).expect("make");
+    for i in 0..200u32 {
+        db.put(format!("first{i:04}"), vec![1u8; 300]).expect("put");
+    }
+    db.close().expect("close");
+    let old_blocks = root.path().join("old-blocks");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(dir.join("blocks"))
+        .arg(&old_blocks)
+        .status()
+        .expect("cp");
+    assert!(copied.success());
+    let db = Db::open(&dir, small.clone()).expect("reopen");
+    for i in 0..2000u32 {
+        db.put(format!("second{i:04}"), vec![2u8; 300]).expect("put");
+    }
+    db.checkpoint().expect("a checkpoint that truncates the log");
+    drop(db);
+    std::fs::remove_dir_all(dir.join("blocks")).expect("rm");
+    std::fs::rename(&old_blocks, dir.join("blocks")).expect("put the old blocks back");
+    for attempt in [read_only(), small] {
+        let error = expect_err(Db::open(&dir, attempt));
+        assert!(matches!(error, Error::Corruption(_)), "{error}");
+        assert!(error.to_string().contains("starts at record"), "{error}");
+    }
+}

@@ -361,12 +361,20 @@ fn remove_made(
             storage.sync_dir(log_dir)?;
         }
     }
+    // CRASH: the identity file goes last, after everything else is durably gone, so that a
+    // removal cut short leaves a directory that still says what it was (an unfinished store
+    // or backup), never store files without one.
     for name in storage.list_dir(dir)? {
-        if identity::is_store_entry(&name) && !(keep_lock && name == LOCK_FILE) {
+        let removable = identity::is_store_entry(&name) && name != IDENTITY_FILE;
+        if removable && !(keep_lock && name == LOCK_FILE) {
             remove_tree(storage, &dir.join(name))?;
         }
     }
     storage.sync_dir(dir)?;
+    if storage.exists(dir.join(IDENTITY_FILE))? {
+        storage.remove_file(dir.join(IDENTITY_FILE))?;
+        storage.sync_dir(dir)?;
+    }
     if whole {
         storage.remove_dir(dir)?;
         if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
@@ -541,6 +549,20 @@ fn check_log_covers(
     sequence: u64,
     log_dir: &Path,
 ) -> Result<()> {
+    // A log is truncated only below a durable checkpoint, so its first record is at most the
+    // one after the checkpoint's sequence. Past it, records the tree does not hold are gone:
+    // the checkpoint in use is older than one the log was truncated for (a damaged block
+    // store fell back to it).
+    if let Some((first, _)) = report.lsn_range.filter(|(first, _)| first.0 > sequence + 1) {
+        return Err(Error::Corruption(format!(
+            "the log in {} starts at record {first}, but the checkpoint covers records only up \
+             to {sequence}: records {} to {} are in neither (the block store lost a newer \
+             checkpoint); `tierkv salvage` copies what is left into a new store",
+            log_dir.display(),
+            sequence + 1,
+            first.0 - 1
+        )));
+    }
     if last >= sequence {
         return Ok(());
     }

@@ -32,7 +32,9 @@ use crate::flags::{SIZE, SIZES};
         <DURATION>  5 (seconds), 5s, 1.5s, 500ms, 2m, 1h\n  \
         <SIZE>      4096, 4k, 4K, 4KiB, 64m, 64MiB, 1g, 1GiB (binary: k = 1024)\n  \
         <SIZES>, <COUNTS>, <NAMES>  comma-separated lists: 4k,1m  1,2,4,8  a,b,c\n\
-        Common flags: --json (JSON output), --report FILE (a run's report), --quiet (no bars)."
+        Common flags: --json (JSON output), --report FILE (a run's report), --quiet (no bars).\n\n\
+        Exit codes of the key-value commands: 0 success, 1 not found, 2 usage, 3 damaged store,\n\
+        4 store busy, 5 permission or I/O error, 6 no store (see `tierkv get --help`)."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -77,7 +77,8 @@ enum Command {
     /// Stress the lock-free remap protocol: workers read and write self-verifying blocks
     /// through a mapping while a resizer grows and truncates the file without pause.
     Stress {
-        /// Directory for the stress file (default: a new temporary directory).
+        /// Directory to put the stress file's scratch directory in (default: the temporary
+        /// directory).
         #[arg(long)]
         dir: Option<PathBuf>,
         /// Access method: mmap or pmem.
@@ -485,17 +486,14 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             if duration.is_zero() {
                 return Err("--duration must be positive".into());
             }
-            // Without --dir, a scratch directory, removed afterwards (on a panic and on
+            // The stress file goes in a scratch directory, in --dir (which picks the file
+            // system) or the temporary directory, removed afterwards (on a panic and on
             // Ctrl-C too).
-            let scratch = match dir {
-                Some(_) => None,
-                None => Some(
-                    ScratchDir::new_in(&std::env::temp_dir(), "tierkv-stress-")
-                        .map_err(|e| format!("cannot make a scratch directory: {e}"))?,
-                ),
-            };
-            let dir = dir.or_else(|| scratch.as_ref().map(|s| s.path().to_path_buf()));
-            let mut config = StressConfig::new(dir.unwrap_or_default(), duration);
+            let parent = dir.unwrap_or_else(std::env::temp_dir);
+            let scratch = ScratchDir::new_in(&parent, "tierkv-stress-").map_err(|e| {
+                format!("cannot make a scratch directory in {}: {e}", parent.display())
+            })?;
+            let mut config = StressConfig::new(scratch.path().to_path_buf(), duration);
             config.method = method;
             config.workers = workers;
             config.seed = seed;

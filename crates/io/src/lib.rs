@@ -55,10 +55,19 @@
 #![warn(missing_docs)]
 
 mod aligned;
+mod backoff;
 pub mod cgroup;
 mod crc;
 mod error;
 mod file;
+#[cfg(all(test, loom))]
+#[path = "frames/loom_tests.rs"]
+mod frame_loom_tests;
+#[cfg(loom)]
+#[path = "frames/word.rs"]
+mod frame_word;
+#[cfg(not(loom))]
+pub mod frames;
 pub mod futex;
 pub mod interrupt;
 pub mod machine;

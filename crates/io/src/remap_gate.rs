@@ -34,6 +34,8 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::backoff::Backoff;
+
 /// The pair of atomics guarding one mapping.
 #[derive(Debug, Default)]
 pub(crate) struct RemapGate {
@@ -145,33 +147,6 @@ impl Drop for ResizeGuard<'_> {
 fn loom_seqcst_fence() {
     #[cfg(loom)]
     loom::sync::atomic::fence(Ordering::SeqCst);
-}
-
-/// Spin, then yield: resizes are rare and user copies short, so waits are brief.
-#[derive(Default)]
-struct Backoff {
-    #[cfg_attr(loom, allow(dead_code))]
-    step: u32,
-}
-
-impl Backoff {
-    fn snooze(&mut self) {
-        #[cfg(loom)]
-        {
-            loom::thread::yield_now();
-        }
-        #[cfg(not(loom))]
-        {
-            if self.step < 6 {
-                for _ in 0..(1u32 << self.step) {
-                    std::hint::spin_loop();
-                }
-            } else {
-                std::thread::yield_now();
-            }
-            self.step = self.step.saturating_add(1);
-        }
-    }
 }
 
 #[cfg(all(test, not(loom)))]

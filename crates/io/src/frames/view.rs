@@ -1,0 +1,368 @@
+//! Byte access to a frame that other threads may read at the same time.
+//!
+//! An optimistic reader reads a frame while a writer may be changing it (it discards what it
+//! read when validation fails). For that to be defined behaviour in Rust, every access to a
+//! frame's bytes, reads and writes, is an atomic access: the frame is a slice of `AtomicU64`
+//! words, read with relaxed loads and written, under the exclusive latch, with relaxed stores.
+//! On x86-64 and AArch64 these are plain moves. Values are little-endian; a field may sit at
+//! any byte offset (an unaligned field costs a second word).
+//!
+//! [`FrameRead`] never panics on an offset: a torn read can produce any offset, so every
+//! method checks its range and answers `None` past the frame's end.
+//!
+//! Must never: hand out a `&mut [u8]` of a frame (a plain write racing with an optimistic
+//! reader's load would be a data race).
+
+use std::cmp::Ordering as CmpOrdering;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const WORD: usize = 8;
+
+/// Reads of one frame's bytes (its page image), valid for any offset.
+#[derive(Clone, Copy)]
+pub struct FrameRead<'a> {
+    words: &'a [AtomicU64],
+}
+
+/// Writes into one frame held exclusively.
+pub struct FrameWrite<'a> {
+    words: &'a [AtomicU64],
+}
+
+impl std::fmt::Debug for FrameRead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameRead").field("len", &self.len()).finish()
+    }
+}
+
+impl std::fmt::Debug for FrameWrite<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameWrite").field("len", &(self.words.len() * WORD)).finish()
+    }
+}
+
+fn in_range(len: usize, offset: usize, n: usize) -> bool {
+    offset.checked_add(n).is_some_and(|end| end <= len)
+}
+
+impl<'a> FrameRead<'a> {
+    pub(crate) fn new(words: &'a [AtomicU64]) -> FrameRead<'a> {
+        FrameRead { words }
+    }
+
+    /// The frame's size in bytes.
+    pub fn len(&self) -> usize {
+        self.words.len() * WORD
+    }
+
+    /// True for a frame of no bytes (never, for a real frame).
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    fn word(&self, index: usize) -> u64 {
+        self.words[index].load(Ordering::Relaxed)
+    }
+
+    /// `n` (1 to 8) bytes at `offset` as the low bytes of a little-endian value; the caller
+    /// checked the range.
+    fn load_le(&self, offset: usize, n: usize) -> u64 {
+        debug_assert!((1..=WORD).contains(&n) && in_range(self.len(), offset, n));
+        let (index, shift) = (offset / WORD, (offset % WORD) * 8);
+        let mut value = self.word(index).to_le() >> shift;
+        if shift != 0 && shift + n * 8 > 64 {
+            value |= self.word(index + 1).to_le() << (64 - shift);
+        }
+        if n == WORD {
+            value
+        } else {
+            value & ((1u64 << (n * 8)) - 1)
+        }
+    }
+
+    /// The byte at `offset`.
+    pub fn u8(&self, offset: usize) -> Option<u8> {
+        in_range(self.len(), offset, 1).then(|| self.load_le(offset, 1) as u8)
+    }
+
+    /// The little-endian `u16` at `offset`.
+    pub fn u16(&self, offset: usize) -> Option<u16> {
+        in_range(self.len(), offset, 2).then(|| self.load_le(offset, 2) as u16)
+    }
+
+    /// The little-endian `u32` at `offset`.
+    pub fn u32(&self, offset: usize) -> Option<u32> {
+        in_range(self.len(), offset, 4).then(|| self.load_le(offset, 4) as u32)
+    }
+
+    /// The little-endian `u64` at `offset`.
+    pub fn u64(&self, offset: usize) -> Option<u64> {
+        in_range(self.len(), offset, 8).then(|| self.load_le(offset, 8))
+    }
+
+    /// The eight bytes at `offset` as a big-endian number, zero-padded past `end` (for
+    /// comparing keys eight bytes at a time). `None` when `offset..end` leaves the frame.
+    pub fn head_be(&self, offset: usize, end: usize) -> Option<u64> {
+        if end < offset || end > self.len() {
+            return None;
+        }
+        let n = (end - offset).min(WORD);
+        if n == 0 {
+            return Some(0);
+        }
+        let bytes = self.load_le(offset, n).to_le_bytes();
+        let mut head = [0u8; WORD];
+        head[..n].copy_from_slice(&bytes[..n]);
+        Some(u64::from_be_bytes(head))
+    }
+
+    /// Copies `out.len()` bytes from `offset` into `out`.
+    pub fn copy_to(&self, offset: usize, out: &mut [u8]) -> Option<()> {
+        if !in_range(self.len(), offset, out.len()) {
+            return None;
+        }
+        let mut done = 0;
+        // Up to the next word boundary, then whole words, then the tail.
+        let lead = ((WORD - offset % WORD) % WORD).min(out.len());
+        if lead > 0 {
+            let bytes = self.load_le(offset, lead).to_le_bytes();
+            out[..lead].copy_from_slice(&bytes[..lead]);
+            done = lead;
+        }
+        let mut chunks = out[done..].chunks_exact_mut(WORD);
+        let mut index = (offset + done) / WORD;
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&self.word(index).to_ne_bytes());
+            index += 1;
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let bytes = self.word(index).to_ne_bytes();
+            let n = tail.len();
+            tail.copy_from_slice(&bytes[..n]);
+        }
+        Some(())
+    }
+
+    /// Appends `len` bytes from `offset` to `out`.
+    pub fn extend_into(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {
+        if !in_range(self.len(), offset, len) {
+            return None;
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        self.copy_to(offset, &mut out[start..])
+    }
+
+    /// Compares the `len` bytes at `offset` with `key`, as byte strings.
+    pub fn compare(&self, offset: usize, len: usize, key: &[u8]) -> Option<CmpOrdering> {
+        if !in_range(self.len(), offset, len) {
+            return None;
+        }
+        let common = len.min(key.len());
+        let mut at = 0;
+        while at < common {
+            let n = (common - at).min(WORD);
+            let mine = self.head_be(offset + at, offset + at + n)?;
+            let mut theirs = [0u8; WORD];
+            theirs[..n].copy_from_slice(&key[at..at + n]);
+            match mine.cmp(&u64::from_be_bytes(theirs)) {
+                CmpOrdering::Equal => at += n,
+                other => return Some(other),
+            }
+        }
+        Some(len.cmp(&key.len()))
+    }
+}
+
+impl<'a> FrameWrite<'a> {
+    pub(crate) fn new(words: &'a [AtomicU64]) -> FrameWrite<'a> {
+        FrameWrite { words }
+    }
+
+    /// Reads of the same frame.
+    pub fn read(&self) -> FrameRead<'_> {
+        FrameRead::new(self.words)
+    }
+
+    /// The frame's size in bytes.
+    pub fn len(&self) -> usize {
+        self.words.len() * WORD
+    }
+
+    /// True for a frame of no bytes (never, for a real frame).
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Writes `bytes` at `offset`. Panics past the frame's end: a writer holds the frame
+    /// exclusively and computed the offset from bytes it checked, so that is a bug.
+    pub fn put(&mut self, offset: usize, bytes: &[u8]) {
+        assert!(
+            in_range(self.len(), offset, bytes.len()),
+            "frame write of {} bytes at {offset} past the frame's {} bytes",
+            bytes.len(),
+            self.len()
+        );
+        let mut done = 0;
+        while done < bytes.len() {
+            let at = offset + done;
+            let (index, within) = (at / WORD, at % WORD);
+            let n = (WORD - within).min(bytes.len() - done);
+            let word = &self.words[index];
+            if n == WORD {
+                let mut whole = [0u8; WORD];
+                whole.copy_from_slice(&bytes[done..done + WORD]);
+                word.store(u64::from_ne_bytes(whole), Ordering::Relaxed);
+            } else {
+                // Only this writer stores into the frame: a load and a store merge the bytes.
+                let mut merged = word.load(Ordering::Relaxed).to_ne_bytes();
+                merged[within..within + n].copy_from_slice(&bytes[done..done + n]);
+                word.store(u64::from_ne_bytes(merged), Ordering::Relaxed);
+            }
+            done += n;
+        }
+    }
+
+    /// Writes a little-endian `u16` at `offset`.
+    pub fn put_u16(&mut self, offset: usize, value: u16) {
+        self.put(offset, &value.to_le_bytes());
+    }
+
+    /// Writes a little-endian `u32` at `offset`.
+    pub fn put_u32(&mut self, offset: usize, value: u32) {
+        self.put(offset, &value.to_le_bytes());
+    }
+
+    /// Writes a little-endian `u64` at `offset`.
+    pub fn put_u64(&mut self, offset: usize, value: u64) {
+        self.put(offset, &value.to_le_bytes());
+    }
+
+    /// Writes the whole frame from `image` (exactly the frame's size).
+    pub fn put_all(&mut self, image: &[u8]) {
+        assert_eq!(image.len(), self.len(), "a frame image of the wrong size");
+        for (word, chunk) in self.words.iter().zip(image.chunks_exact(WORD)) {
+            let mut whole = [0u8; WORD];
+            whole.copy_from_slice(chunk);
+            word.store(u64::from_ne_bytes(whole), Ordering::Relaxed);
+        }
+    }
+
+    /// Moves `len` bytes from `from` to `to` within the frame (the ranges may overlap).
+    pub fn copy_within(&mut self, from: usize, to: usize, len: usize) {
+        assert!(in_range(self.len(), from, len) && in_range(self.len(), to, len));
+        let mut buffer = [0u8; 256];
+        // Copy in pieces, from the end when moving up, so an overlap reads before it writes.
+        let pieces = len.div_ceil(buffer.len());
+        for piece in 0..pieces {
+            let k = if to > from { pieces - 1 - piece } else { piece };
+            let start = k * buffer.len();
+            let n = (len - start).min(buffer.len());
+            let _ = self.read().copy_to(from + start, &mut buffer[..n]);
+            self.put(to + start, &buffer[..n]);
+        }
+    }
+
+    /// Zeroes `len` bytes at `offset`.
+    pub fn zero(&mut self, offset: usize, len: usize) {
+        let zeros = [0u8; 256];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(zeros.len());
+            self.put(offset + done, &zeros[..n]);
+            done += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame(bytes: &[u8]) -> Vec<AtomicU64> {
+        assert_eq!(bytes.len() % WORD, 0);
+        bytes
+            .chunks_exact(WORD)
+            .map(|c| AtomicU64::new(u64::from_ne_bytes(c.try_into().expect("8 bytes"))))
+            .collect()
+    }
+
+    fn bytes_of(words: &[AtomicU64]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.load(Ordering::Relaxed).to_ne_bytes()).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn reads_equal_the_same_reads_of_a_byte_slice(
+            image in proptest::collection::vec(any::<u8>(), 64..=64),
+            offset in 0usize..80,
+            len in 0usize..40,
+            key in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let words = frame(&image);
+            let read = FrameRead::new(&words);
+            let slice = image.get(offset..offset.saturating_add(len));
+            let mut out = vec![0u8; len];
+            prop_assert_eq!(read.copy_to(offset, &mut out).is_some(), slice.is_some());
+            if let Some(slice) = slice {
+                prop_assert_eq!(&out[..], slice);
+                prop_assert_eq!(read.compare(offset, len, &key), Some(slice.cmp(&key[..])));
+                let mut head = [0u8; 8];
+                let n = len.min(8);
+                head[..n].copy_from_slice(&slice[..n]);
+                prop_assert_eq!(read.head_be(offset, offset + len), Some(u64::from_be_bytes(head)));
+            } else {
+                prop_assert_eq!(read.compare(offset, len, &key), None);
+            }
+            let u16_want = image.get(offset..offset + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+            prop_assert_eq!(read.u16(offset), u16_want);
+            let u32_want = image.get(offset..offset + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+            prop_assert_eq!(read.u32(offset), u32_want);
+            let u64_want = image.get(offset..offset + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+            prop_assert_eq!(read.u64(offset), u64_want);
+        }
+
+        #[test]
+        fn writes_equal_the_same_writes_of_a_byte_slice(
+            image in proptest::collection::vec(any::<u8>(), 48..=48),
+            ops in proptest::collection::vec((0usize..48, proptest::collection::vec(any::<u8>(), 0..20), 0usize..48, 0usize..24), 1..10),
+        ) {
+            let words = frame(&image);
+            let mut model = image.clone();
+            let mut write = FrameWrite::new(&words);
+            for (offset, bytes, to, len) in ops {
+                if offset + bytes.len() <= model.len() {
+                    write.put(offset, &bytes);
+                    model[offset..offset + bytes.len()].copy_from_slice(&bytes);
+                }
+                if offset + len <= model.len() && to + len <= model.len() {
+                    write.copy_within(offset, to, len);
+                    model.copy_within(offset..offset + len, to);
+                }
+            }
+            prop_assert_eq!(bytes_of(&words), model);
+        }
+    }
+
+    #[test]
+    fn a_frame_image_goes_in_whole_and_fields_land_little_endian() {
+        let words = frame(&[0u8; 32]);
+        let mut write = FrameWrite::new(&words);
+        let image: Vec<u8> = (0..32).collect();
+        write.put_all(&image);
+        assert_eq!(bytes_of(&words), image);
+        write.put_u16(7, 0xBEEF);
+        write.put_u32(13, 0x0102_0304);
+        write.put_u64(22, u64::MAX - 1);
+        write.zero(0, 3);
+        let read = write.read();
+        assert_eq!(read.u16(7), Some(0xBEEF));
+        assert_eq!(read.u32(13), Some(0x0102_0304));
+        assert_eq!(read.u64(22), Some(u64::MAX - 1));
+        assert_eq!(read.u8(1), Some(0));
+        assert_eq!(read.u64(25), None, "a read past the frame's end");
+        assert_eq!(read.u8(usize::MAX), None);
+    }
+}

@@ -24,6 +24,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 mod heads;
+pub mod slotted;
 
 use heads::{KeyHeads, Narrow};
 

@@ -181,6 +181,9 @@ fn write_seeds() {
             write("map_checkpoint", &name, &trim(bytes));
         }
     }
+    for (name, image) in fuzzing::slotted_page_seeds() {
+        write("slotted_page", &name, &image);
+    }
     // The store target's inputs are damage descriptions: none, one flip, one cut.
     write("store_dir", "none", &[]);
     write("store_dir", "flip", &[2, 0x10, 0x20, 0, 0, 0x41]);

@@ -66,6 +66,7 @@
 
 mod batch;
 mod block_pages;
+mod buffer;
 mod cache;
 mod db;
 mod error;

@@ -523,5 +523,7 @@ fn scan_back_in<S: PageSource>(
     }
 }
 
+pub(crate) mod read;
+
 #[cfg(test)]
 mod tests;

@@ -376,6 +376,9 @@ pub fn check(bytes: &[u8], page_bytes: usize) -> Result<Kind, PageError> {
         previous = Some((offset, len));
         match kind {
             Kind::Internal => {
+                if prefix_len + len == 0 {
+                    return fail(slot_at + 6, format!("entry {index}'s separator is empty"));
+                }
                 if le64(bytes, offset + len) == 0 {
                     return fail(offset + len, format!("entry {index}'s child is page 0"));
                 }

@@ -250,6 +250,23 @@ impl Frames {
         }
     }
 
+    /// `optimistic`, but leaves the clock's mark alone: for the read that follows a load,
+    /// which is not a second use of the page (so a page read once, by a scan, stays the
+    /// clock's first choice).
+    pub fn optimistic_cold(&self, pid: u64) -> std::result::Result<Optimistic<'_>, FrameError> {
+        self.check(pid)?;
+        let word = self.word(pid);
+        let mut backoff = Backoff::default();
+        loop {
+            let seen = word.load();
+            match seen.state() {
+                FrameState::Evicted => return Err(FrameError::Evicted),
+                FrameState::Exclusive => backoff.snooze(),
+                _ => return Ok(Optimistic { frames: self, pid, seen }),
+            }
+        }
+    }
+
     /// Locks a resident page exclusively, waiting for its holders to leave.
     pub fn lock_exclusive(&self, pid: u64) -> std::result::Result<Exclusive<'_>, FrameError> {
         self.check(pid)?;
@@ -491,6 +508,18 @@ impl<'a> Loading<'a> {
     pub fn finish(mut self) -> Exclusive<'a> {
         self.done = true;
         Exclusive { frames: self.frames, pid: self.pid }
+    }
+
+    /// The page is in its frame and resident, marked for the clock (cold): unless it is
+    /// used again, it is the clock's first choice. Returns the page's version.
+    pub fn finish_cold(mut self) -> u64 {
+        self.done = true;
+        let word = self.frames.word(self.pid);
+        word.unlock_exclusive();
+        let seen = word.load();
+        // Lost only to a reader's touch or a lock since the unlock: the page was used.
+        let _ = word.try_mark(seen);
+        seen.version()
     }
 }
 

@@ -1,0 +1,408 @@
+//! The buffer pool: the tree's pages in frames addressed by page id (`tierkv_io::frames`),
+//! read in place and optimistically, loaded on a miss, evicted by a clock.
+//!
+//! **Reads.** [`BufferPool::read`] runs a closure on a page's frame (a slotted page,
+//! `page::slotted`) between an optimistic start and a validation; a failed validation runs
+//! it again. A hit takes no lock and writes nothing shared: not the page's word, not a
+//! counter (hits are the lookups no miss counted: `Stats::misses` lives under the clock's
+//! lock, lookups on the reading thread's own stripe). A miss loads the page: room first (the
+//! clock evicts while the frames would pass the budget), then the block through the
+//! [`PageSource`] into the frame, checked in place (`slotted::check`) before it turns
+//! resident.
+//!
+//! **Clock.** Every resident page has a place on the clock's ring. A loaded page starts
+//! *marked* (cold): the first read after its load does not count as a use, so pages a scan
+//! reads once leave first. A read of a marked page clears the mark (in the frame's word, no
+//! lock). The hand marks unmarked pages and evicts marked ones, handing each evicted page's
+//! image to the source (`PageSource::evicted`: the tier below) before its memory goes back
+//! to the kernel.
+//!
+//! **Memory.** The budget counts each resident frame at its stride, plus `reserved` bytes
+//! (what the checkpoint holds outside the frames), plus the ring; `install` and `load` evict
+//! first so that the sum stays under it (when every page is locked, it passes the budget
+//! and counts that in `Stats::over_budget`).
+//!
+//! Must never: let a reader see a frame whose page failed its check; evict a page without
+//! its exclusive latch; change a resident page's bytes except through `install` (a page id
+//! is given a new image only while no tree version a reader holds can reach it).
+
+// The engine's tree moves onto the pool in the next step of its redesign (issue 25); until
+// then only the tests use it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tierkv_io::frames::{FrameError, FrameRead, FrameState, Frames};
+
+use crate::page::slotted::{self, Slotted};
+use crate::page::PageError;
+
+/// Where pages come from and go to below the frames (the block store, with its tier).
+pub trait PageSource: Send + Sync {
+    /// Why a read failed.
+    type Error;
+    /// Page `pid`'s image (exactly the page size) and its version in the store, if any.
+    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), Self::Error>;
+    /// A clean page leaves the frames, at `version` (from `read_page` or `install`).
+    fn evicted(&self, pid: u64, version: u64, image: &[u8]);
+}
+
+/// Why a page could not be read through the pool.
+#[derive(Debug, thiserror::Error)]
+pub enum BufferError<E> {
+    /// The source failed.
+    #[error("{0}")]
+    Source(E),
+    /// The page's bytes are not a valid page.
+    #[error("page {pid} is corrupt: {source}")]
+    Corrupt {
+        /// The page.
+        pid: u64,
+        /// What is wrong.
+        source: PageError,
+    },
+    /// A page id past the frames' reservation.
+    #[error("page id {pid} is past the {pages} pages the frames can address")]
+    Beyond {
+        /// The page id.
+        pid: u64,
+        /// The reservation's pages.
+        pages: u64,
+    },
+    /// A checked page that a validated read could not read: a bug, reported, not hidden.
+    #[error("page {pid} read inconsistently: a validated read of a checked page failed")]
+    Unreadable {
+        /// The page.
+        pid: u64,
+    },
+}
+
+/// The pool's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Reads run (each closure call that validated counts once).
+    pub lookups: u64,
+    /// Loads from the source.
+    pub misses: u64,
+    /// Pages evicted by the clock.
+    pub evictions: u64,
+    /// Pages installed by the writer.
+    pub installs: u64,
+    /// Reads run again after a failed validation.
+    pub restarts: u64,
+    /// Times room was needed and no page could leave.
+    pub over_budget: u64,
+    /// Pages resident now.
+    pub resident: u64,
+}
+
+const STRIPES: usize = 16;
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Stripe {
+    lookups: AtomicU64,
+    restarts: AtomicU64,
+}
+
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
+}
+
+/// The clock's ring and what it knows of each resident page.
+#[derive(Default)]
+struct Clock {
+    ring: Vec<u64>,
+    /// Page id → (place on the ring, version in the source).
+    places: HashMap<u64, (usize, u64)>,
+    hand: usize,
+    misses: u64,
+    evictions: u64,
+    installs: u64,
+    over_budget: u64,
+}
+
+impl Clock {
+    fn add(&mut self, pid: u64, version: u64) {
+        if let Some(place) = self.places.get_mut(&pid) {
+            place.1 = version;
+            return;
+        }
+        self.places.insert(pid, (self.ring.len(), version));
+        self.ring.push(pid);
+        debug_assert_eq!(self.places.len(), self.ring.len());
+    }
+
+    fn remove(&mut self, pid: u64) -> Option<u64> {
+        let (at, version) = self.places.remove(&pid)?;
+        let last = self.ring.pop().expect("a page in the map is on the ring");
+        if last != pid {
+            self.ring[at] = last;
+            self.places.get_mut(&last).expect("every ring page is in the map").0 = at;
+        }
+        debug_assert_eq!(self.places.len(), self.ring.len());
+        Some(version)
+    }
+}
+
+/// Bytes the clock keeps per resident page (ring slot, map entry), roughly.
+const CLOCK_ENTRY_BYTES: usize = 48;
+
+/// The frames of one store, their clock and their budget.
+pub struct BufferPool<S: PageSource> {
+    frames: Frames,
+    page_bytes: usize,
+    /// Bytes one resident page costs: its frame's stride (at least the kernel's page).
+    stride: usize,
+    budget: AtomicUsize,
+    reserved: AtomicUsize,
+    clock: Mutex<Clock>,
+    stripes: [Stripe; STRIPES],
+    source: S,
+}
+
+impl<S: PageSource> std::fmt::Debug for BufferPool<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPool").field("frames", &self.frames).finish()
+    }
+}
+
+/// The most restarts of one read before it is reported as a bug: a writer changes a
+/// reachable page only to install it, so more than a handful means something is wrong.
+const MAX_RESTARTS: u32 = 1 << 20;
+
+impl<S: PageSource> BufferPool<S> {
+    /// A pool of `pages` page ids of `page_bytes` over `source`, holding at most
+    /// `budget_bytes` of frames.
+    pub fn new(
+        pages: u64,
+        page_bytes: usize,
+        budget_bytes: usize,
+        source: S,
+    ) -> tierkv_io::Result<Self> {
+        let stride = page_bytes.max(tierkv_io::frames::MIN_FRAME_BYTES);
+        let frames = Frames::reserve(pages, stride)?;
+        Ok(BufferPool {
+            frames,
+            page_bytes,
+            stride,
+            budget: AtomicUsize::new(budget_bytes),
+            reserved: AtomicUsize::new(0),
+            clock: Mutex::new(Clock::default()),
+            stripes: Default::default(),
+            source,
+        })
+    }
+
+    /// The source below.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// The page size.
+    pub fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    fn clock(&self) -> MutexGuard<'_, Clock> {
+        // The clock's state is consistent after every step of its methods (none panics
+        // half-way), so a poisoned lock still holds a good clock.
+        self.clock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn beyond(&self, error: FrameError) -> BufferError<S::Error> {
+        match error {
+            FrameError::Beyond { pid, pages } => BufferError::Beyond { pid, pages },
+            FrameError::Evicted => unreachable!("an eviction is not an error of the caller's"),
+        }
+    }
+
+    /// Runs `read` on page `pid` as one consistent version of it, loading the page first if
+    /// it is not resident. `read` returns `None` for a read it could not make sense of
+    /// (which, after validation, means the page is damaged or this code is wrong).
+    pub fn read<R>(
+        &self,
+        pid: u64,
+        mut read: impl FnMut(&Slotted<'_, FrameRead<'_>>) -> Option<R>,
+    ) -> Result<R, BufferError<S::Error>> {
+        let mut cold = false;
+        for _ in 0..MAX_RESTARTS {
+            let started =
+                if cold { self.frames.optimistic_cold(pid) } else { self.frames.optimistic(pid) };
+            let guard = match started {
+                Ok(guard) => guard,
+                Err(FrameError::Evicted) => {
+                    self.load(pid)?;
+                    cold = true;
+                    continue;
+                }
+                Err(error) => return Err(self.beyond(error)),
+            };
+            let view = guard.read();
+            let result = read(&Slotted::new(&view));
+            if guard.validate().is_err() {
+                self.count(|stripe| &stripe.restarts);
+                continue;
+            }
+            self.count(|stripe| &stripe.lookups);
+            return result.ok_or(BufferError::Unreadable { pid });
+        }
+        Err(BufferError::Unreadable { pid })
+    }
+
+    fn count(&self, counter: impl Fn(&Stripe) -> &AtomicU64) {
+        let stripe = STRIPE.with(|stripe| *stripe);
+        counter(&self.stripes[stripe]).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Loads page `pid` from the source into its frame (unless another thread is loading it
+    /// or already did).
+    fn load(&self, pid: u64) -> Result<(), BufferError<S::Error>> {
+        self.make_room(1);
+        let Some(mut loading) = self.frames.try_load(pid).map_err(|e| self.beyond(e))? else {
+            // Resident, or being loaded by another thread: the caller reads again (and waits
+            // for that load in `optimistic` while the loader holds the frame).
+            return Ok(());
+        };
+        let (image, version) = self.source.read_page(pid).map_err(BufferError::Source)?;
+        // Checked before it is in the frame: a frame only ever holds a valid page.
+        slotted::check(&image, self.page_bytes)
+            .map_err(|source| BufferError::Corrupt { pid, source })?;
+        loading.write().put(0, &image);
+        debug_assert_eq!(&loading.bytes()[..self.page_bytes], &image[..]);
+        loading.finish_cold();
+        let mut clock = self.clock();
+        clock.misses += 1;
+        clock.add(pid, version.unwrap_or(u64::MAX));
+        Ok(())
+    }
+
+    /// Puts `image` (a checked page) in page `pid`'s frame, resident and clean at `version`:
+    /// the writer's new pages, once the group that holds them is durable. No reader may
+    /// reach `pid` through a tree it holds while this runs with another image.
+    pub fn install(
+        &self,
+        pid: u64,
+        image: &[u8],
+        version: u64,
+    ) -> Result<(), BufferError<S::Error>> {
+        assert_eq!(image.len(), self.page_bytes, "an image of the wrong size");
+        debug_assert!(slotted::check(image, self.page_bytes).is_ok(), "installing a bad page");
+        loop {
+            match self.frames.lock_exclusive(pid) {
+                Ok(mut held) => {
+                    held.write().put(0, image);
+                    break;
+                }
+                Err(FrameError::Evicted) => {
+                    self.make_room(1);
+                    if let Some(mut loading) =
+                        self.frames.try_load(pid).map_err(|e| self.beyond(e))?
+                    {
+                        loading.write().put(0, image);
+                        drop(loading.finish());
+                        break;
+                    }
+                }
+                Err(error) => return Err(self.beyond(error)),
+            }
+        }
+        let mut clock = self.clock();
+        clock.installs += 1;
+        clock.add(pid, version);
+        Ok(())
+    }
+
+    /// Drops page `pid` from the frames, without handing it to the source: the page is gone
+    /// (deleted), not demoted.
+    pub fn discard(&self, pid: u64) {
+        if self.clock().remove(pid).is_none() {
+            return;
+        }
+        if let Ok(held) = self.frames.lock_exclusive(pid) {
+            held.evict();
+        }
+        debug_assert_eq!(self.frames.state(pid), Ok(FrameState::Evicted));
+    }
+
+    /// Sets the budget (bytes of frames, reserved bytes and the clock's records).
+    pub fn set_budget(&self, budget_bytes: usize) {
+        self.budget.store(budget_bytes, Ordering::Relaxed);
+        self.make_room(0);
+    }
+
+    /// Sets the bytes held outside the frames that count against the budget.
+    pub fn set_reserved(&self, bytes: usize) {
+        self.reserved.store(bytes, Ordering::Relaxed);
+        self.make_room(0);
+    }
+
+    fn used(&self, resident: usize) -> usize {
+        resident * (self.stride + CLOCK_ENTRY_BYTES) + self.reserved.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the pool counts now.
+    pub fn used_bytes(&self) -> usize {
+        self.used(self.clock().ring.len())
+    }
+
+    /// Evicts until `more` pages more fit the budget (or nothing can leave).
+    fn make_room(&self, more: usize) {
+        let budget = self.budget.load(Ordering::Relaxed);
+        let mut clock = self.clock();
+        // Two passes over the ring at most: the first marks, the second evicts.
+        let mut steps = 2 * clock.ring.len() + 1;
+        while self.used(clock.ring.len() + more) > budget {
+            if clock.ring.is_empty() || steps == 0 {
+                clock.over_budget += 1;
+                return;
+            }
+            steps -= 1;
+            let at = clock.hand % clock.ring.len();
+            let pid = clock.ring[at];
+            clock.hand = at + 1;
+            match self.frames.state(pid) {
+                Ok(FrameState::Marked) => {
+                    if let Some(victim) = self.frames.try_lock_marked(pid) {
+                        let version = clock.remove(pid).unwrap_or(u64::MAX);
+                        if version != u64::MAX {
+                            self.source.evicted(pid, version, &victim.bytes()[..self.page_bytes]);
+                        }
+                        victim.evict();
+                        clock.evictions += 1;
+                        // The last page moved into this place: look at it next.
+                        clock.hand = at;
+                    }
+                }
+                Ok(FrameState::Unlocked) => {
+                    let _ = self.frames.mark(pid);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> Stats {
+        let sum = |counter: fn(&Stripe) -> &AtomicU64| {
+            self.stripes.iter().map(|stripe| counter(stripe).load(Ordering::Relaxed)).sum()
+        };
+        let clock = self.clock();
+        Stats {
+            lookups: sum(|stripe| &stripe.lookups),
+            restarts: sum(|stripe| &stripe.restarts),
+            misses: clock.misses,
+            evictions: clock.evictions,
+            installs: clock.installs,
+            over_budget: clock.over_budget,
+            resident: clock.ring.len() as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,176 @@
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::*;
+use crate::page::Value;
+
+const PAGE: usize = 4096;
+
+/// Pages whose one entry says which page they are, as a store would hold them.
+#[derive(Default)]
+struct Source {
+    reads: AtomicU64,
+    evicted: Mutex<Vec<(u64, u64)>>,
+    damaged: Mutex<Option<u64>>,
+}
+
+fn image_of(pid: u64, generation: u8) -> Vec<u8> {
+    let entries = vec![(
+        Bytes::from(format!("page{pid:08}")),
+        Value::Inline(Bytes::from(vec![generation; 100 + pid as usize % 50])),
+    )];
+    slotted::encode_leaf(&entries, pid, 0, PAGE)
+}
+
+impl PageSource for Source {
+    type Error = String;
+    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), String> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let mut image = image_of(pid, 1);
+        if *self.damaged.lock().expect("lock") == Some(pid) {
+            image[0] = 9;
+        }
+        Ok((image, Some(1000 + pid)))
+    }
+    fn evicted(&self, pid: u64, version: u64, image: &[u8]) {
+        assert_eq!(slotted::check(image, PAGE), Ok(slotted::Kind::Leaf), "a bad image demoted");
+        self.evicted.lock().expect("lock").push((pid, version));
+    }
+}
+
+/// Reads page `pid`'s one entry: its key and the value's first byte and length.
+fn entry(pool: &BufferPool<Source>, pid: u64) -> (Vec<u8>, u8, usize) {
+    pool.read(pid, |page| {
+        let mut key = Vec::new();
+        page.key_into(0, &mut key)?;
+        let slotted::ValueAt::Inline { offset, len } = page.value(0)? else { return None };
+        let mut value = Vec::new();
+        page.inline_into(offset, len, &mut value)?;
+        Some((key, *value.first()?, len))
+    })
+    .expect("a read")
+}
+
+fn frame_cost() -> usize {
+    PAGE + CLOCK_ENTRY_BYTES
+}
+
+#[test]
+fn a_page_loads_once_and_then_reads_in_place() {
+    let pool = BufferPool::new(64, PAGE, 16 * frame_cost(), Source::default()).expect("pool");
+    assert_eq!(entry(&pool, 7), (b"page00000007".to_vec(), 1, 107));
+    assert_eq!(entry(&pool, 7), (b"page00000007".to_vec(), 1, 107));
+    let stats = pool.stats();
+    assert_eq!((stats.misses, stats.lookups, stats.resident), (1, 2, 1));
+    assert_eq!(pool.source().reads.load(Ordering::Relaxed), 1);
+    let error = pool.read(64, |_| Some(())).expect_err("past the frames");
+    assert!(matches!(error, BufferError::Beyond { pid: 64, pages: 64 }), "{error}");
+}
+
+#[test]
+fn the_budget_holds_and_evicted_pages_go_to_the_source_with_their_versions() {
+    let pool = BufferPool::new(64, PAGE, 4 * frame_cost(), Source::default()).expect("pool");
+    for pid in 1..=10 {
+        assert_eq!(entry(&pool, pid).0, format!("page{pid:08}").into_bytes());
+        assert!(pool.stats().resident <= 4, "{:?}", pool.stats());
+        assert!(pool.used_bytes() <= 4 * frame_cost());
+    }
+    let evicted = pool.source().evicted.lock().expect("lock").clone();
+    assert_eq!(evicted.len(), 6);
+    assert!(evicted.iter().all(|&(pid, version)| version == 1000 + pid));
+    // Read again, an evicted page loads again.
+    let (pid, _) = evicted[0];
+    let reads = pool.source().reads.load(Ordering::Relaxed);
+    entry(&pool, pid);
+    assert_eq!(pool.source().reads.load(Ordering::Relaxed), reads + 1);
+}
+
+#[test]
+fn a_page_used_again_outlives_a_scan_of_pages_read_once() {
+    let pool = BufferPool::new(256, PAGE, 8 * frame_cost(), Source::default()).expect("pool");
+    entry(&pool, 1);
+    for pid in 10..200 {
+        entry(&pool, 1); // the hot page, used between every two scan reads
+        entry(&pool, pid);
+    }
+    let reads = pool.source().reads.load(Ordering::Relaxed);
+    assert_eq!(reads, 1 + 190, "the hot page was evicted by the scan");
+}
+
+#[test]
+fn installs_replace_a_page_and_discards_drop_it() {
+    let pool = BufferPool::new(64, PAGE, 8 * frame_cost(), Source::default()).expect("pool");
+    assert_eq!(entry(&pool, 3).1, 1);
+    pool.install(3, &image_of(3, 2), 77).expect("install over a resident page");
+    assert_eq!(entry(&pool, 3).1, 2);
+    pool.install(5, &image_of(5, 3), 78).expect("install of a page not resident");
+    assert_eq!(entry(&pool, 5).1, 3);
+    assert_eq!(pool.source().reads.load(Ordering::Relaxed), 1, "an installed page was read");
+    pool.discard(5);
+    assert!(pool.source().evicted.lock().expect("lock").is_empty(), "a discard demoted");
+    assert_eq!(entry(&pool, 5).1, 1, "a discarded page is read from the source again");
+    assert_eq!(pool.stats().installs, 2);
+}
+
+#[test]
+fn a_damaged_page_is_an_error_and_never_resident() {
+    let pool = BufferPool::new(64, PAGE, 8 * frame_cost(), Source::default()).expect("pool");
+    *pool.source().damaged.lock().expect("lock") = Some(4);
+    let error = pool.read(4, |_| Some(())).expect_err("a damaged page");
+    assert!(matches!(error, BufferError::Corrupt { pid: 4, .. }), "{error}");
+    assert_eq!(pool.stats().resident, 0);
+    *pool.source().damaged.lock().expect("lock") = None;
+    assert_eq!(entry(&pool, 4).1, 1);
+}
+
+#[test]
+fn readers_under_constant_eviction_and_installs_always_see_whole_pages() {
+    let pool =
+        Arc::new(BufferPool::new(64, PAGE, 6 * frame_cost(), Source::default()).expect("pool"));
+    let threads: Vec<_> = (0..3u64)
+        .map(|seed| {
+            let pool = Arc::clone(&pool);
+            std::thread::spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(seed);
+                for _ in 0..3000 {
+                    let pid = rng.u64(1..40);
+                    if seed == 0 && rng.u8(0..10) == 0 {
+                        // Installed pages hold generation 2: the same key and length.
+                        pool.install(pid, &image_of(pid, 2), 5).expect("install");
+                        continue;
+                    }
+                    let (key, generation, len) = entry(&pool, pid);
+                    assert_eq!(key, format!("page{pid:08}").into_bytes());
+                    assert!(generation == 1 || generation == 2, "generation {generation}");
+                    assert_eq!(len, 100 + pid as usize % 50);
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("reader");
+    }
+    let stats = pool.stats();
+    assert!(stats.evictions > 0 && stats.resident <= 6, "{stats:?}");
+}
+
+#[test]
+fn a_smaller_budget_or_more_reserved_bytes_evict_at_once() {
+    let pool = BufferPool::new(64, PAGE, 10 * frame_cost(), Source::default()).expect("pool");
+    assert_eq!(pool.page_bytes(), PAGE);
+    for pid in 1..=8 {
+        entry(&pool, pid);
+    }
+    assert_eq!(pool.stats().resident, 8);
+    pool.set_budget(5 * frame_cost());
+    assert_eq!(pool.stats().resident, 5);
+    pool.set_reserved(2 * frame_cost());
+    assert_eq!(pool.stats().resident, 3);
+    assert!(pool.used_bytes() <= 5 * frame_cost());
+    pool.set_reserved(10 * frame_cost());
+    let stats = pool.stats();
+    assert_eq!(stats.resident, 0);
+    assert!(stats.over_budget > 0, "a budget nothing fits in went uncounted");
+}

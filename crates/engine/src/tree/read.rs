@@ -1,0 +1,294 @@
+//! The tree's read path on the buffer pool: point lookups and leaf chunks for cursors, each
+//! page read in place in its frame (`buffer::BufferPool::read`), nothing decoded and nothing
+//! allocated per entry.
+//!
+//! A lookup goes down from the root one validated page read at a time: the child's id comes
+//! from a read of its parent that validated, and pages reachable from a root a reader holds
+//! do not change (copy on write: a page's id gets a new image only after no tree version
+//! reaches it), so each level needs only its own validation.
+//!
+//! A cursor reads a leaf's worth of entries at a time ([`Chunk`]): forward, the entries at
+//! or above a key and the key where the next leaf starts (the separator above the path's
+//! leaf at the deepest level that has one); backward, the entries below a key and the key
+//! where this leaf starts. The next chunk goes down again from the root by that key: the
+//! tree is copy on write, so leaves carry no sibling links to follow.
+//!
+//! Must never: return an entry from a read that did not validate; loop without bound on a
+//! damaged tree (depth is bounded, and so is every step).
+
+// The engine's tree moves onto the pool in the next step of its redesign (issue 25); until
+// then only the tests use it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::ops::Range;
+
+use tierkv_io::frames::FrameRead;
+
+use crate::buffer::{BufferError, BufferPool, PageSource};
+use crate::page::slotted::{Kind, Slotted, ValueAt};
+use crate::page::OverflowRef;
+
+/// The deepest tree a lookup goes down (a B+tree of fan-out two this deep holds more
+/// entries than a block store can address).
+pub const MAX_DEPTH: usize = 48;
+
+/// What a lookup found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// The value, copied into the caller's buffer.
+    Inline,
+    /// The value lives in overflow blocks.
+    Overflow(OverflowRef),
+    /// No entry for the key.
+    Absent,
+}
+
+/// Why a read of the tree failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError<E> {
+    /// A page could not be read.
+    #[error("{0}")]
+    Page(BufferError<E>),
+    /// The tree is deeper than any real tree or loops back on itself.
+    #[error("the tree under page {root} is more than {MAX_DEPTH} levels deep: it is damaged")]
+    TooDeep {
+        /// The root.
+        root: u64,
+    },
+}
+
+enum Step<T> {
+    Down(u64),
+    Leaf(T),
+}
+
+/// Goes from `root` to the leaf that holds `key` and returns what `at_leaf` read there.
+/// On each internal page, `at_internal` sees the index of the child taken and may copy
+/// something into `scratch` (cleared before each try, since a try that does not validate
+/// is run again); `scratch` is handed to `kept` after each validated level that filled it.
+fn descend<S: PageSource, T>(
+    pool: &BufferPool<S>,
+    root: u64,
+    key: &[u8],
+    mut at_internal: impl FnMut(&Slotted<'_, FrameRead<'_>>, usize, &mut Vec<u8>) -> Option<()>,
+    mut kept: impl FnMut(&mut Vec<u8>),
+    mut at_leaf: impl FnMut(&Slotted<'_, FrameRead<'_>>) -> Option<T>,
+) -> Result<T, ReadError<S::Error>> {
+    let mut pid = root;
+    let mut scratch = Vec::new();
+    for _ in 0..MAX_DEPTH {
+        let step = pool
+            .read(pid, |page| match page.kind()? {
+                Kind::Internal => {
+                    scratch.clear();
+                    let index = page.child_index(key)?;
+                    at_internal(page, index, &mut scratch)?;
+                    Some(Step::Down(page.child(index)?))
+                }
+                Kind::Leaf => Some(Step::Leaf(at_leaf(page)?)),
+            })
+            .map_err(ReadError::Page)?;
+        match step {
+            Step::Down(child) => {
+                if !scratch.is_empty() {
+                    kept(&mut scratch);
+                }
+                pid = child;
+            }
+            Step::Leaf(found) => return Ok(found),
+        }
+    }
+    Err(ReadError::TooDeep { root })
+}
+
+/// Looks `key` up under `root`; an inline value is copied into `value` (cleared first).
+pub fn get<S: PageSource>(
+    pool: &BufferPool<S>,
+    root: u64,
+    key: &[u8],
+    value: &mut Vec<u8>,
+) -> Result<Found, ReadError<S::Error>> {
+    descend(
+        pool,
+        root,
+        key,
+        |_, _, _| Some(()),
+        |_| {},
+        |leaf| {
+            value.clear();
+            match leaf.search(key)? {
+                Err(_) => Some(Found::Absent),
+                Ok(at) => match leaf.value(at)? {
+                    ValueAt::Inline { offset, len } => {
+                        leaf.inline_into(offset, len, value)?;
+                        Some(Found::Inline)
+                    }
+                    ValueAt::Overflow(overflow) => Some(Found::Overflow(overflow)),
+                },
+            }
+        },
+    )
+}
+
+/// A chunk's value: bytes in the chunk's buffer, or overflow blocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChunkValue {
+    /// At this range of `Chunk::bytes`.
+    Inline(Range<usize>),
+    /// In overflow blocks.
+    Overflow(OverflowRef),
+}
+
+/// Entries copied out of one leaf, in key order, keys and inline values in one buffer.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// Keys and inline values, back to back.
+    pub bytes: Vec<u8>,
+    /// Each entry's key range in `bytes`, and its value.
+    pub entries: Vec<(Range<usize>, ChunkValue)>,
+    /// Forward: where the next leaf's keys start; backward: where this leaf's keys start
+    /// (so the next chunk ends there). `None` at the tree's end in that direction.
+    pub bound: Option<Vec<u8>>,
+}
+
+impl Chunk {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
+        self.bound = None;
+    }
+
+    /// Entry `index`'s key.
+    pub fn key(&self, index: usize) -> &[u8] {
+        &self.bytes[self.entries[index].0.clone()]
+    }
+
+    /// Copies entries `range` of `leaf` in (forward order).
+    fn copy(&mut self, leaf: &Slotted<'_, FrameRead<'_>>, range: Range<usize>) -> Option<()> {
+        for index in range {
+            let start = self.bytes.len();
+            leaf.key_into(index, &mut self.bytes)?;
+            let key = start..self.bytes.len();
+            let value = match leaf.value(index)? {
+                ValueAt::Inline { offset, len } => {
+                    let at = self.bytes.len();
+                    leaf.inline_into(offset, len, &mut self.bytes)?;
+                    ChunkValue::Inline(at..at + len)
+                }
+                ValueAt::Overflow(overflow) => ChunkValue::Overflow(overflow),
+            };
+            self.entries.push((key, value));
+        }
+        Some(())
+    }
+}
+
+/// Copies the entries at or above `from` of the leaf that holds `from` into `chunk`, and
+/// the key where the next leaf starts.
+pub fn chunk_forward<S: PageSource>(
+    pool: &BufferPool<S>,
+    root: u64,
+    from: &[u8],
+    chunk: &mut Chunk,
+) -> Result<(), ReadError<S::Error>> {
+    // The separator above the child taken, at the deepest level that has one. (A separator
+    // is never empty: it is above some key.)
+    let mut next: Option<Vec<u8>> = None;
+    descend(
+        pool,
+        root,
+        from,
+        |page, index, scratch| {
+            if index < page.count()? {
+                page.key_into(index, scratch)?;
+            }
+            Some(())
+        },
+        |scratch| next = Some(std::mem::take(scratch)),
+        |leaf| {
+            chunk.clear();
+            let start = match leaf.search(from)? {
+                Ok(at) | Err(at) => at,
+            };
+            chunk.copy(leaf, start..leaf.count()?)
+        },
+    )?;
+    chunk.bound = next;
+    Ok(())
+}
+
+/// Copies the entries below `before` (all of them for `None`) of the leaf that holds the
+/// keys just below it into `chunk`, and the key where that leaf starts.
+pub fn chunk_backward<S: PageSource>(
+    pool: &BufferPool<S>,
+    root: u64,
+    before: Option<&[u8]>,
+    chunk: &mut Chunk,
+) -> Result<(), ReadError<S::Error>> {
+    let mut key: Option<Vec<u8>> = before.map(<[u8]>::to_vec);
+    // A leaf with nothing below the key (the key is its first, or it is empty): the keys
+    // below are before the leaf's start, so go again by that. Bounded, as every walk is.
+    for _ in 0..MAX_DEPTH {
+        let start = descend_below(pool, root, key.as_deref(), chunk)?;
+        if !chunk.entries.is_empty() || start.is_none() {
+            chunk.bound = start;
+            return Ok(());
+        }
+        key = start;
+    }
+    Err(ReadError::TooDeep { root })
+}
+
+/// One walk of `chunk_backward`: to the leaf holding the keys just below `before` (the last
+/// leaf for `None`), copying them; returns where that leaf starts (`None`: the tree's first).
+fn descend_below<S: PageSource>(
+    pool: &BufferPool<S>,
+    root: u64,
+    before: Option<&[u8]>,
+    chunk: &mut Chunk,
+) -> Result<Option<Vec<u8>>, ReadError<S::Error>> {
+    let mut pid = root;
+    let mut start: Option<Vec<u8>> = None;
+    let mut scratch = Vec::new();
+    for _ in 0..MAX_DEPTH {
+        let step = pool
+            .read(pid, |page| {
+                // The child, or the leaf's end: where `before` falls; when it equals a key,
+                // the keys just below it are in the child (or the part) before that key's.
+                let at = match before {
+                    None => page.count()?,
+                    Some(key) => match page.search(key)? {
+                        Ok(at) | Err(at) => at,
+                    },
+                };
+                match page.kind()? {
+                    Kind::Internal => {
+                        scratch.clear();
+                        if at > 0 {
+                            page.key_into(at - 1, &mut scratch)?;
+                        }
+                        Some(Step::Down(page.child(at)?))
+                    }
+                    Kind::Leaf => {
+                        chunk.clear();
+                        chunk.copy(page, 0..at)?;
+                        Some(Step::Leaf(()))
+                    }
+                }
+            })
+            .map_err(ReadError::Page)?;
+        match step {
+            Step::Down(child) => {
+                if !scratch.is_empty() {
+                    start = Some(std::mem::take(&mut scratch));
+                }
+                pid = child;
+            }
+            Step::Leaf(()) => return Ok(start),
+        }
+    }
+    Err(ReadError::TooDeep { root })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+
+use super::*;
+use crate::page::slotted::{encode_internal, encode_leaf};
+use crate::page::{shortest_separator, Value};
+
+const PAGE: usize = 4096;
+
+/// A tree of slotted pages in memory, built bottom-up from sorted entries.
+struct Tree {
+    pages: HashMap<u64, Vec<u8>>,
+}
+
+impl PageSource for Tree {
+    type Error = String;
+    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), String> {
+        self.pages.get(&pid).cloned().map(|page| (page, None)).ok_or(format!("no page {pid}"))
+    }
+    fn evicted(&self, _: u64, _: u64, _: &[u8]) {}
+}
+
+/// Builds the tree of `entries` with `per_leaf` entries a leaf and `fan_out` children an
+/// internal page; returns its pages and root.
+fn build(entries: &BTreeMap<Vec<u8>, Value>, per_leaf: usize, fan_out: usize) -> (Tree, u64) {
+    let mut pages = HashMap::new();
+    let mut next = 1u64;
+    let all: Vec<(Bytes, Value)> =
+        entries.iter().map(|(k, v)| (Bytes::from(k.clone()), v.clone())).collect();
+    // Each level: (first key, page id).
+    let mut level: Vec<(Vec<u8>, u64)> = Vec::new();
+    let leaves: Vec<&[(Bytes, Value)]> =
+        if all.is_empty() { vec![&all[..]] } else { all.chunks(per_leaf).collect() };
+    let mut previous_last: Option<Vec<u8>> = None;
+    for leaf in leaves {
+        pages.insert(next, encode_leaf(leaf, 1, 0, PAGE));
+        let first = leaf.first().map(|e| e.0.to_vec()).unwrap_or_default();
+        let separator = match &previous_last {
+            Some(last) => shortest_separator(last, &first),
+            None => Vec::new(),
+        };
+        previous_last = leaf.last().map(|e| e.0.to_vec());
+        level.push((separator, next));
+        next += 1;
+    }
+    while level.len() > 1 {
+        let mut up = Vec::new();
+        for group in level.chunks(fan_out) {
+            if group.len() == 1 {
+                up.push(group[0].clone());
+                continue;
+            }
+            let separators: Vec<(Vec<u8>, u64)> = group[1..].to_vec();
+            pages.insert(next, encode_internal(group[0].1, &separators, 1, PAGE));
+            up.push((group[0].0.clone(), next));
+            next += 1;
+        }
+        level = up;
+    }
+    (Tree { pages }, level[0].1)
+}
+
+fn entries(n: usize, seed: u64) -> BTreeMap<Vec<u8>, Value> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    (0..n)
+        .map(|_| {
+            let key = format!("user{:05}", rng.u32(0..100_000)).into_bytes();
+            let value = if rng.u8(0..20) == 0 {
+                Value::Overflow(OverflowRef { len: 9000, first: 5000 + rng.u64(0..100), blocks: 1 })
+            } else {
+                Value::inline(vec![rng.u8(..); rng.usize(0..40)])
+            };
+            (key, value)
+        })
+        .collect()
+}
+
+fn pool(tree: Tree) -> BufferPool<Tree> {
+    // Room for a few pages only: reads load and evict all the time.
+    BufferPool::new(4096, PAGE, 6 * (PAGE + 64), tree).expect("pool")
+}
+
+fn value_of(chunk: &Chunk, index: usize) -> Value {
+    match &chunk.entries[index].1 {
+        ChunkValue::Inline(range) => Value::inline(chunk.bytes[range.clone()].to_vec()),
+        ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
+    }
+}
+
+#[test]
+fn lookups_find_every_key_and_no_other() {
+    for (n, per_leaf, fan_out) in [(0, 8, 4), (1, 8, 4), (700, 7, 3), (2000, 30, 20)] {
+        let expected = entries(n, n as u64);
+        let (tree, root) = build(&expected, per_leaf, fan_out);
+        let pool = pool(tree);
+        let mut value = Vec::new();
+        for (key, want) in &expected {
+            let found = get(&pool, root, key, &mut value).expect("a lookup");
+            match want {
+                Value::Inline(bytes) => {
+                    assert_eq!(found, Found::Inline);
+                    assert_eq!(&value[..], &bytes[..]);
+                }
+                Value::Overflow(overflow) => assert_eq!(found, Found::Overflow(*overflow)),
+            }
+        }
+        for absent in [&b""[..], b"user", b"user0000", b"user999999", b"zzz"] {
+            if !expected.contains_key(absent) {
+                assert_eq!(get(&pool, root, absent, &mut value).expect("a lookup"), Found::Absent);
+            }
+        }
+    }
+}
+
+#[test]
+fn chunks_walk_the_tree_both_ways_from_any_key() {
+    let expected = entries(1500, 9);
+    let keys: Vec<&Vec<u8>> = expected.keys().collect();
+    let (tree, root) = build(&expected, 11, 4);
+    let pool = pool(tree);
+    let mut rng = fastrand::Rng::with_seed(3);
+    let mut starts: Vec<Vec<u8>> = vec![Vec::new(), b"zzzz".to_vec()];
+    for _ in 0..20 {
+        starts.push(keys[rng.usize(0..keys.len())].clone());
+        starts.push(format!("user{:05}", rng.u32(0..100_000)).into_bytes());
+    }
+    let mut chunk = Chunk::default();
+    for start in &starts {
+        // Forward from `start`: every key at or above it, in order, each value right.
+        let mut seen = Vec::new();
+        let mut from = start.clone();
+        for _ in 0..expected.len() + 2 {
+            chunk_forward(&pool, root, &from, &mut chunk).expect("a chunk");
+            for index in 0..chunk.entries.len() {
+                let key = chunk.key(index).to_vec();
+                assert_eq!(Some(&value_of(&chunk, index)), expected.get(&key));
+                seen.push(key);
+            }
+            match chunk.bound.take() {
+                Some(bound) => from = bound,
+                None => break,
+            }
+        }
+        let want: Vec<Vec<u8>> = expected.range(start.clone()..).map(|(k, _)| k.clone()).collect();
+        assert_eq!(seen, want, "forward from {:?}", String::from_utf8_lossy(start));
+
+        // Backward from below `start`.
+        let mut seen = Vec::new();
+        let mut before = Some(start.clone()).filter(|s| !s.is_empty());
+        for _ in 0..expected.len() + 2 {
+            chunk_backward(&pool, root, before.as_deref(), &mut chunk).expect("a chunk");
+            for index in (0..chunk.entries.len()).rev() {
+                seen.push(chunk.key(index).to_vec());
+            }
+            match chunk.bound.take() {
+                Some(bound) => before = Some(bound),
+                None => break,
+            }
+        }
+        let want: Vec<Vec<u8>> = match before_of(start) {
+            Some(end) => expected.range(..end).rev().map(|(k, _)| k.clone()).collect(),
+            None => expected.keys().rev().cloned().collect(),
+        };
+        assert_eq!(seen, want, "backward from {:?}", String::from_utf8_lossy(start));
+    }
+    assert!(pool.stats().evictions > 0, "the test never evicted: {:?}", pool.stats());
+}
+
+fn before_of(start: &[u8]) -> Option<Vec<u8>> {
+    (!start.is_empty()).then(|| start.to_vec())
+}

@@ -45,41 +45,46 @@
 //! Must never: acknowledge a `Sync` write before the log made it durable; let the meta
 //! record cover a sequence number the log has not made durable; delete a block a live
 //! snapshot can reach; let a reader see part of a batch.
+//!
+//! This file holds `Db`, its shared state (`Inner`, `Version`, `Visibility`, the
+//! checkpointer's state) and the public methods. The sections live in `db/`: `open.rs`
+//! (opening, recovery), `write.rs` (the write path), `checkpoint.rs` (the checkpoint thread
+//! and checkpoints), `snapshot.rs` (snapshots and iterators), `compact.rs` and `backup.rs`
+//! (both bulk loads, `bulk.rs`), `verify.rs`, `stats.rs`.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use tierkv_blockstore::StoreStats;
 use tierkv_io::{FileLock, Storage};
-use tierkv_tiercache::TierStats;
-use tierkv_wal::{Durability, Lsn, RecordType, Wal, WalStats};
+use tierkv_wal::{Durability, RecordType, Wal};
 
 use crate::batch::{WriteBatch, BATCH_RECORD, MAX_BATCH_BYTES};
-use crate::block_pages::{BlockPages, Pages};
-use crate::cache::CacheStats;
+use crate::block_pages::Pages;
 use crate::memtable::Memtable;
-use crate::meta::{Meta, FIRST_PAGE};
-use crate::page::{OverflowRef, Page, Value};
+use crate::meta::Meta;
 use crate::range::KeyRange;
-use crate::tree::{Change, PageSource, PageStore, Tree};
+use crate::tree::Tree;
 use crate::{Error, Options, Result};
 
 mod backup;
 mod bulk;
+mod checkpoint;
+mod compact;
 mod open;
 mod snapshot;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod verify;
+mod write;
 
-use bulk::BulkLoad;
 pub use snapshot::{Iter, Snapshot};
+pub use stats::Stats;
 pub use verify::VerifyReport;
-use verify::Walk;
 
 /// The store (see the module header). `Send + Sync`: share it with an `Arc`, or by
 /// reference across scoped threads.
@@ -294,58 +299,6 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 fn batch_record() -> RecordType {
     RecordType::new(BATCH_RECORD).expect("invariant: the batch record type is not 0")
-}
-
-/// What `Db::stats` reports.
-#[derive(Clone, Debug)]
-pub struct Stats {
-    /// The newest visible sequence number (log LSN).
-    pub sequence: u64,
-    /// The sequence number the last checkpoint covers.
-    pub checkpoint_sequence: u64,
-    /// Levels of the B+tree.
-    pub tree_height: usize,
-    /// The next page id (every page and overflow block ever made has a smaller one).
-    pub next_page: u64,
-    /// Bytes of the mutable memtable.
-    pub memtable_bytes: usize,
-    /// Bytes of the memtable being checkpointed (0 when none is).
-    pub frozen_bytes: usize,
-    /// Page cache counters.
-    pub cache: CacheStats,
-    /// Bytes of pages in the page cache.
-    pub cache_bytes: usize,
-    /// The page cache's budget now: `cache_size` less what the memtables are set aside.
-    pub cache_budget: usize,
-    /// `get` calls.
-    pub gets: u64,
-    /// Writes (batches, and single puts and deletes).
-    pub writes: u64,
-    /// Operations in those writes.
-    pub write_ops: u64,
-    /// Writes that waited for a checkpoint to make memtable room.
-    pub stalls: u64,
-    /// Checkpoints completed.
-    pub checkpoints: u64,
-    /// Groups of pages a checkpoint wrote early to bound its dirty pages.
-    pub early_flushes: u64,
-    /// Pages and overflow blocks written by checkpoints.
-    pub pages_written: u64,
-    /// Old blocks deleted once no reader needed them.
-    pub blocks_reclaimed: u64,
-    /// Blocks retired and not yet deleted (kept for snapshots).
-    pub blocks_retired: usize,
-    /// Bytes of the log's live segment files (preallocated: most may be zeros).
-    pub log_file_bytes: u64,
-    /// Bytes of the log's records since the last checkpoint began (what the log holds that
-    /// the tree may not).
-    pub log_live_bytes: u64,
-    /// The log's counters.
-    pub log: WalStats,
-    /// The block store's counters (sizes, bytes written, cleaning).
-    pub blocks: StoreStats,
-    /// The tier cache's counters, when the store has one.
-    pub tier: Option<TierStats>,
 }
 
 impl Db {
@@ -845,36 +798,6 @@ impl Drop for Db {
     }
 }
 
-/// Creates an empty tree and its first checkpoint.
-fn create_tree(pages: &Pages, max_page_bytes: usize) -> Result<Meta> {
-    let mut session = BlockPages::new(pages, FIRST_PAGE);
-    let tree = Tree::create(&mut session, max_page_bytes);
-    let meta = Meta {
-        root: tree.root,
-        next_page: session.next_id(),
-        max_page_bytes: max_page_bytes as u32,
-        sequence: 0,
-        orphans_from: session.next_id(),
-        free_list: None,
-    };
-    session.flush(Some(&meta))?;
-    Ok(meta)
-}
-
-fn encode_ids(ids: &[u64]) -> Vec<u8> {
-    ids.iter().flat_map(|id| id.to_le_bytes()).collect()
-}
-
-fn decode_ids(bytes: &[u8]) -> Result<Vec<u64>> {
-    if !bytes.len().is_multiple_of(8) {
-        return Err(Error::Corruption(format!("a free list of {} bytes", bytes.len())));
-    }
-    Ok(bytes
-        .chunks_exact(8)
-        .map(|word| u64::from_le_bytes(word.try_into().expect("invariant: chunks of 8")))
-        .collect())
-}
-
 impl Inner {
     /// Closes the store: stops the checkpoint thread `handle`, refuses later calls, waits
     /// for a checkpoint or compaction running on a caller's thread, closes the block store
@@ -950,479 +873,4 @@ impl Inner {
         let sequence = self.visible.get();
         Snapshot { inner: Arc::clone(self), version: Arc::clone(&current), sequence }
     }
-
-    fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        batch.validate()?;
-        self.check_writable()?;
-        self.wait_for_room()?;
-        let payload = batch.encode();
-        // On the file backend a `Sync` write is appended without waiting, and made durable
-        // below, outside `switch`, with whoever else is waiting.
-        let logged = match durability {
-            Durability::Sync => Durability::None,
-            other => other,
-        };
-        let lsn = {
-            let _switch = read(&self.switch);
-            let lsn = self
-                .log()?
-                .append(batch_record(), &payload, logged)
-                .map_err(|error| self.fail(error.into()))?;
-            let memtable = Arc::clone(&read(&self.current).mutable);
-            for (key, value) in batch.ops() {
-                memtable.insert(key, lsn.0, value);
-            }
-            lsn
-        };
-        if durability == Durability::Sync {
-            self.log()?.sync_to(lsn).map_err(|error| self.fail(error.into()))?;
-        }
-        self.visible.publish(lsn.0);
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        self.counters.write_ops.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let log_bytes = self.log_bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
-        if log_bytes + payload.len() as u64 >= self.options.checkpoint_log_bytes {
-            self.kick();
-        }
-        if !self.visible.wait(lsn.0, &self.failed) {
-            return Err(self.check_writable().err().unwrap_or(Error::Closed));
-        }
-        Ok(())
-    }
-
-    /// Kicks a checkpoint once the memtable reached `write_buffer_size`, and waits while the
-    /// memtables (with the frozen one a checkpoint is writing back) hold twice that.
-    fn wait_for_room(&self) -> Result<()> {
-        let limit = self.options.write_buffer_bytes();
-        let full = |version: &Version| {
-            let bytes = version.mutable.bytes();
-            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
-            (bytes >= limit, bytes + frozen >= 2 * limit)
-        };
-        let (due, stall, memtable_bytes) = {
-            let version = read(&self.current);
-            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
-            let (due, stall) = full(&version);
-            (due, stall, version.mutable.bytes() + frozen)
-        };
-        // Not under `current`'s lock: a smaller budget evicts (and demotes) pages.
-        self.rebudget(memtable_bytes);
-        if !due {
-            return Ok(());
-        }
-        self.kick();
-        if !stall {
-            return Ok(());
-        }
-        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
-        let mut trigger = lock(&self.trigger);
-        loop {
-            self.check_writable()?;
-            if !full(&read(&self.current)).1 {
-                return Ok(());
-            }
-            trigger.kicked = true;
-            self.trigger_cv.notify_all();
-            trigger = self
-                .trigger_cv
-                .wait_timeout(trigger, Duration::from_millis(100))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-    }
-
-    /// Gives the page cache what the memtables, holding `memtable_bytes`, leave of
-    /// `cache_size` (`Options::memtable_reserve`: they are set aside one step more than they
-    /// hold). Called by each writer and after each checkpoint; it changes the cache's
-    /// budget only when the reserve moves by a step. Two writers racing may set it in the
-    /// wrong order; the next write sets it right.
-    fn rebudget(&self, memtable_bytes: usize) {
-        let reserve = self.options.memtable_reserve(memtable_bytes);
-        if self.memtable_reserve.swap(reserve, Ordering::AcqRel) != reserve {
-            self.pages.cache().set_budget(self.options.cache_size.saturating_sub(reserve));
-        }
-    }
-
-    /// Wakes the checkpoint thread.
-    fn kick(&self) {
-        let mut trigger = lock(&self.trigger);
-        if !trigger.kicked {
-            trigger.kicked = true;
-            self.trigger_cv.notify_all();
-        }
-    }
-
-    fn checkpoint_loop(&self) {
-        /// Marks the thread stopped however it returns, and wakes callers waiting on it.
-        struct Exit<'a>(&'a Inner);
-        impl Drop for Exit<'_> {
-            fn drop(&mut self) {
-                lock(&self.0.trigger).running = false;
-                self.0.trigger_cv.notify_all();
-            }
-        }
-        let _exit = Exit(self);
-        loop {
-            let serves;
-            {
-                let mut trigger = lock(&self.trigger);
-                let deadline = lock(&self.checkpointer).last + self.options.checkpoint_interval;
-                loop {
-                    if trigger.stop {
-                        return;
-                    }
-                    let now = Instant::now();
-                    if trigger.kicked || now >= deadline {
-                        break;
-                    }
-                    trigger = self
-                        .trigger_cv
-                        .wait_timeout(trigger, deadline - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
-                trigger.kicked = false;
-                serves = trigger.requested;
-            }
-            if self.failed.load(Ordering::Acquire) {
-                // Nothing to do until reopen; callers waiting see the failure. Wait for the
-                // stop.
-                let mut trigger = lock(&self.trigger);
-                trigger.served = trigger.requested;
-                self.trigger_cv.notify_all();
-                while !trigger.stop {
-                    trigger = self.trigger_cv.wait(trigger).unwrap_or_else(PoisonError::into_inner);
-                }
-                return;
-            }
-            // An error poisons the store; writers and `checkpoint` callers report it. The
-            // checkpoint sets `last`, the start of the next interval.
-            let result = self.checkpoint();
-            let mut trigger = lock(&self.trigger);
-            if serves > trigger.served {
-                trigger.served = serves;
-                trigger.error = result.err();
-            }
-            self.trigger_cv.notify_all();
-        }
-    }
-
-    /// Has the checkpoint thread take a checkpoint that begins after this call, and waits
-    /// for it; checkpoints here when the thread has stopped. Every checkpoint runs on the
-    /// one thread, so the pages it makes come from that thread's malloc arena: glibc gives
-    /// freed memory back only to the arena it came from, and pages made by one thread and
-    /// freed into another's would leave the process holding both.
-    fn checkpoint_on_thread(&self) -> Result<()> {
-        self.check_writable()?;
-        let mut trigger = lock(&self.trigger);
-        if !trigger.running || trigger.stop {
-            drop(trigger);
-            return self.checkpoint();
-        }
-        trigger.requested += 1;
-        let ticket = trigger.requested;
-        trigger.kicked = true;
-        self.trigger_cv.notify_all();
-        while trigger.served < ticket {
-            if !trigger.running {
-                drop(trigger);
-                return self.checkpoint();
-            }
-            // Bounded: the thread serves every request (or, failed, marks them served),
-            // and its exit clears `running`; the timeout covers a wakeup sent before this
-            // wait began.
-            trigger = self
-                .trigger_cv
-                .wait_timeout(trigger, Duration::from_millis(100))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        match trigger.error.take() {
-            Some(error) => Err(error),
-            None => {
-                drop(trigger);
-                self.check_writable()
-            }
-        }
-    }
-
-    fn checkpoint(&self) -> Result<()> {
-        self.check_writable()?;
-        let mut checkpointer = lock(&self.checkpointer);
-        self.check_writable()?;
-        let result = self.checkpoint_locked(&mut checkpointer);
-        checkpointer.last = Instant::now();
-        drop(checkpointer);
-        // Writers waiting for room look again (and see a failure, if there was one).
-        self.trigger_cv.notify_all();
-        result.map_err(|error| self.fail(error))
-    }
-
-    fn checkpoint_locked(&self, cp: &mut Checkpointer) -> Result<()> {
-        // Freeze: every write up to `sequence` is in `frozen`, every later one goes to the
-        // new memtable.
-        let (frozen, sequence) = {
-            let _switch = write(&self.switch);
-            let mut current = write(&self.current);
-            let nothing_to_delete = cp.reclaim_now.is_empty()
-                && cp.retired.front().is_none_or(|(epoch, _)| epoch.strong_count() > 0);
-            if current.mutable.is_empty() && nothing_to_delete {
-                return Ok(());
-            }
-            let frozen = Arc::clone(&current.mutable);
-            let sequence = self.log()?.next_lsn().0 - 1;
-            *current = Arc::new(Version {
-                mutable: Arc::new(Memtable::with_capacity(self.options.memtable_max_bytes())),
-                frozen: Some(Arc::clone(&frozen)),
-                tree: current.tree.clone(),
-                epoch: Arc::clone(&current.epoch),
-            });
-            self.log_bytes.store(0, Ordering::Relaxed);
-            (frozen, sequence)
-        };
-        // CRASH: the meta record below claims every record up to `sequence`; they must be
-        // durable in the log first, or a crash could leave the log behind the tree.
-        self.log()?.sync_to(Lsn(sequence))?;
-        if !self.visible.wait(sequence, &self.failed) {
-            return Err(self.check_writable().err().unwrap_or(Error::Closed));
-        }
-        let base = Arc::clone(&read(&self.current));
-        let mut tree = base.tree.clone();
-        let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
-        let inline_max = self.options.max_inline_value();
-        let dirty_budget = self.options.dirty_budget();
-        // Changes go to the tree a chunk at a time, each leaf rewritten once per chunk. A
-        // change dirties at most one leaf (and the pages above it), so a chunk of this many
-        // dirties at most an eighth of the dirty budget before the check below.
-        let chunk_len = (dirty_budget / 8 / (2 * self.options.page_bytes())).clamp(16, 4096);
-        let mut latest = frozen.latest();
-        let mut chunk: Vec<Change> = Vec::with_capacity(chunk_len);
-        let mut freed: Vec<OverflowRef> = Vec::new();
-        loop {
-            let mut value_bytes = 0;
-            while chunk.len() < chunk_len && value_bytes < dirty_budget / 8 {
-                let Some((key, value)) = latest.next() else { break };
-                let value = value.map(|value| {
-                    value_bytes += value.len();
-                    match value.len() > inline_max {
-                        true => Value::Overflow(session.write_overflow(&value)),
-                        false => Value::inline(value),
-                    }
-                });
-                chunk.push((key, value));
-            }
-            if chunk.is_empty() {
-                break;
-            }
-            tree.apply(&mut session, &mut chunk, &mut |old| {
-                if let Value::Overflow(overflow) = old {
-                    freed.push(*overflow);
-                }
-            })?;
-            chunk.clear();
-            for overflow in freed.drain(..) {
-                session.free_overflow(&overflow);
-            }
-            if session.dirty_bytes() > dirty_budget {
-                // Early: these blocks are orphans (from `orphans_from`) until the meta
-                // record below names the tree they belong to.
-                self.flush_early(cp, &mut session)?;
-            }
-        }
-        self.finish(cp, session, tree, sequence)?;
-        self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-        self.log()?.truncate_below(Lsn(sequence + 1))?;
-        Ok(())
-    }
-
-    /// Ends a session that built `tree`: deletes what no reader can reach any more, writes
-    /// the pages with the meta record (covering the log up to `sequence`) in one group, and
-    /// publishes the tree.
-    fn finish(
-        &self,
-        cp: &mut Checkpointer,
-        mut session: BlockPages<'_>,
-        tree: Tree,
-        sequence: u64,
-    ) -> Result<()> {
-        let mut reclaim = std::mem::take(&mut cp.reclaim_now);
-        while cp.retired.front().is_some_and(|(epoch, _)| epoch.strong_count() == 0) {
-            if let Some((_, ids)) = cp.retired.pop_front() {
-                reclaim.extend(ids);
-            }
-        }
-        if let Some(list) = cp.meta.free_list {
-            reclaim.extend(list.first..list.first + u64::from(list.blocks));
-        }
-        let reclaimed = reclaim.len() as u64;
-        session.reclaim(reclaim);
-        let retired_now = session.take_retired();
-        // What is retired but not deleted, for a restart to delete.
-        let pending: Vec<u64> = cp
-            .retired
-            .iter()
-            .flat_map(|(_, ids)| ids.iter())
-            .chain(&retired_now)
-            .copied()
-            .collect();
-        let free_list: Option<OverflowRef> =
-            (!pending.is_empty()).then(|| session.write_overflow(&encode_ids(&pending)));
-        let meta = Meta {
-            root: tree.root,
-            next_page: session.next_id(),
-            max_page_bytes: tree.max_page_bytes as u32,
-            sequence,
-            orphans_from: session.next_id(),
-            free_list,
-        };
-        self.counters.pages_written.fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
-        session.flush(Some(&meta))?;
-        cp.meta = meta;
-        self.counters.blocks_reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
-        // Publish: readers from now on use the new tree (and no longer need a frozen
-        // memtable, which the tree now holds).
-        let mut current = write(&self.current);
-        let old_epoch = Arc::downgrade(&current.epoch);
-        *current = Arc::new(Version {
-            mutable: Arc::clone(&current.mutable),
-            frozen: None,
-            tree,
-            epoch: Arc::new(Epoch),
-        });
-        let memtable_bytes = current.mutable.bytes();
-        drop(current);
-        // The frozen memtable's room goes back to the page cache.
-        self.rebudget(memtable_bytes);
-        cp.retired.push_back((old_epoch, retired_now));
-        *lock(&self.summary) = cp.summary();
-        Ok(())
-    }
-
-    /// Writes early the pages of a session that outgrew its share of the cache. They are
-    /// orphans (from `orphans_from`) until the meta record of the session's end names the
-    /// tree they belong to.
-    fn flush_early(&self, cp: &mut Checkpointer, session: &mut BlockPages<'_>) -> Result<()> {
-        let meta = Meta { next_page: session.next_id(), ..cp.meta };
-        self.counters.pages_written.fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
-        session.flush(Some(&meta))?;
-        cp.meta = meta;
-        *lock(&self.summary) = cp.summary();
-        self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Checkpoints, then rewrites the tree with full pages (a bulk load of its entries in
-    /// order), so that pages left half full by splits and deletes are packed again.
-    fn compact(&self) -> Result<()> {
-        self.checkpoint_on_thread()?;
-        self.check_writable()?;
-        let mut checkpointer = lock(&self.checkpointer);
-        // Again under the lock: a close waits for this lock once it refuses new calls.
-        self.check_writable()?;
-        let before = self.pages.blocks().stats().file_bytes;
-        let result = self.compact_locked(&mut checkpointer).and_then(|()| {
-            // The old tree's pages go at the next checkpoint once no reader holds them (a
-            // snapshot taken before the compaction keeps them), then their space goes back.
-            self.checkpoint_locked(&mut checkpointer)?;
-            Ok(self.pages.blocks().shrink_to(before)?)
-        });
-        drop(checkpointer);
-        result.map(|_| ()).map_err(|error| self.fail(error))
-    }
-
-    fn compact_locked(&self, cp: &mut Checkpointer) -> Result<()> {
-        // Under the checkpoint lock nothing else changes the tree; writers go on into the
-        // memtable.
-        let base = Arc::clone(&read(&self.current));
-        let old = base.tree.clone();
-        let max = old.max_page_bytes;
-        let dirty_budget = self.options.dirty_budget();
-        let mut bulk = BulkLoad::new(BlockPages::new(&self.pages, cp.meta.next_page), max);
-        let mut failure: Option<Error> = None;
-        old.scan(&self.pages, b"", &mut |key, value| {
-            bulk.push(key, value.clone());
-            if bulk.session.dirty_bytes() > dirty_budget {
-                if let Err(error) = self.flush_early(cp, &mut bulk.session) {
-                    failure = Some(error);
-                    return false;
-                }
-            }
-            true
-        })?;
-        if let Some(error) = failure {
-            return Err(error);
-        }
-        let (mut session, root) = bulk.finish();
-        // Every page of the old tree is replaced (overflow blocks are kept as they are).
-        let mut old_pages = Vec::new();
-        collect_pages(&self.pages, old.root, &mut old_pages)?;
-        for id in old_pages {
-            session.free(id);
-        }
-        let tree = Tree { root, max_page_bytes: max };
-        self.finish(cp, session, tree, cp.meta.sequence)?;
-        Ok(())
-    }
-
-    /// Checks the tree of `version` and every block (see `VerifyReport`).
-    fn verify(&self, version: &Version) -> Result<VerifyReport> {
-        let mut report = VerifyReport::default();
-        let mut walk = Walk { pages: &self.pages, report: &mut report, seen: Default::default() };
-        walk.page(version.tree.root, None, None, 1, version.tree.max_page_bytes);
-        match self.pages.blocks().verify() {
-            Ok(blocks) => {
-                report.blocks = blocks.blocks;
-                report.block_bytes = blocks.bytes;
-            }
-            Err(error) => report.problems.push(format!("block store: {error}")),
-        }
-        Ok(report)
-    }
-
-    fn stats(&self) -> Result<Stats> {
-        let version = Arc::clone(&read(&self.current));
-        let summary = *lock(&self.summary);
-        let cache = self.pages.cache();
-        let counters = &self.counters;
-        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        Ok(Stats {
-            sequence: self.visible.get(),
-            checkpoint_sequence: summary.sequence,
-            tree_height: version.tree.height(&self.pages)?,
-            next_page: summary.next_page,
-            memtable_bytes: version.mutable.bytes(),
-            frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
-            cache: cache.stats(),
-            cache_bytes: cache.used_bytes(),
-            cache_budget: cache.budget(),
-            gets: count(&counters.gets),
-            writes: count(&counters.writes),
-            write_ops: count(&counters.write_ops),
-            stalls: count(&counters.stalls),
-            checkpoints: count(&counters.checkpoints),
-            early_flushes: count(&counters.early_flushes),
-            pages_written: count(&counters.pages_written),
-            blocks_reclaimed: count(&counters.blocks_reclaimed),
-            blocks_retired: summary.blocks_retired,
-            log_file_bytes: self.wal.as_ref().map_or(0, Wal::file_bytes),
-            log_live_bytes: self.log_bytes.load(Ordering::Relaxed),
-            log: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
-            blocks: self.pages.blocks().stats(),
-            tier: self.pages.blocks().tier_stats(),
-        })
-    }
-}
-
-/// Ids of every page of the tree at `root` (internal pages are read; leaves are not).
-fn collect_pages(pages: &Pages, root: u64, out: &mut Vec<u64>) -> Result<()> {
-    out.push(root);
-    if let Page::Internal(internal) = &*pages.load(root)? {
-        for index in 0..internal.children() {
-            collect_pages(pages, internal.child_at(index), out)?;
-        }
-    }
-    Ok(())
 }

@@ -30,9 +30,10 @@ use tierkv_blockstore::{LogStore, StoreOptions};
 use tierkv_io::{FileLock, Storage};
 use tierkv_wal::{RecoveryReport, Wal, WalOptions};
 
+use super::checkpoint::{create_tree, decode_ids};
 use super::{
-    batch_record, create_tree, decode_ids, Checkpointer, Counters, Db, Epoch, Inner, ReleaseOnDrop,
-    Trigger, Version, Visibility, LOCK_FILE,
+    batch_record, Checkpointer, Counters, Db, Epoch, Inner, ReleaseOnDrop, Trigger, Version,
+    Visibility, LOCK_FILE,
 };
 use crate::batch::WriteBatch;
 use crate::block_pages::Pages;

@@ -1,9 +1,10 @@
 //! `verify`'s report and its walk of the tree: key order and bounds, leaf depth, page sizes,
-//! overflow values, no page reachable twice.
+//! overflow values, no page reachable twice; then every block of the block store checked.
 
-use super::Pages;
+use super::{Inner, Pages, Version};
 use crate::page::{Page, Value};
 use crate::tree::PageSource;
+use crate::Result;
 
 /// What `Db::verify` found.
 #[derive(Clone, Debug, Default)]
@@ -37,6 +38,23 @@ impl VerifyReport {
     /// Whether nothing is wrong.
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+}
+
+impl Inner {
+    /// Checks the tree of `version` and every block (see `VerifyReport`).
+    pub(super) fn verify(&self, version: &Version) -> Result<VerifyReport> {
+        let mut report = VerifyReport::default();
+        let mut walk = Walk { pages: &self.pages, report: &mut report, seen: Default::default() };
+        walk.page(version.tree.root, None, None, 1, version.tree.max_page_bytes);
+        match self.pages.blocks().verify() {
+            Ok(blocks) => {
+                report.blocks = blocks.blocks;
+                report.block_bytes = blocks.bytes;
+            }
+            Err(error) => report.problems.push(format!("block store: {error}")),
+        }
+        Ok(report)
     }
 }
 

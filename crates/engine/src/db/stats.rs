@@ -1,0 +1,100 @@
+//! `Db::stats`: counters and sizes, read from atomics and from the summary each checkpoint
+//! copies out, never under the checkpointer's lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tierkv_blockstore::StoreStats;
+use tierkv_tiercache::TierStats;
+use tierkv_wal::{Wal, WalStats};
+
+use super::{lock, read, Inner};
+use crate::cache::CacheStats;
+use crate::Result;
+
+/// What `Db::stats` reports.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    /// The newest visible sequence number (log LSN).
+    pub sequence: u64,
+    /// The sequence number the last checkpoint covers.
+    pub checkpoint_sequence: u64,
+    /// Levels of the B+tree.
+    pub tree_height: usize,
+    /// The next page id (every page and overflow block ever made has a smaller one).
+    pub next_page: u64,
+    /// Bytes of the mutable memtable.
+    pub memtable_bytes: usize,
+    /// Bytes of the memtable being checkpointed (0 when none is).
+    pub frozen_bytes: usize,
+    /// Page cache counters.
+    pub cache: CacheStats,
+    /// Bytes of pages in the page cache.
+    pub cache_bytes: usize,
+    /// The page cache's budget now: `cache_size` less what the memtables are set aside.
+    pub cache_budget: usize,
+    /// `get` calls.
+    pub gets: u64,
+    /// Writes (batches, and single puts and deletes).
+    pub writes: u64,
+    /// Operations in those writes.
+    pub write_ops: u64,
+    /// Writes that waited for a checkpoint to make memtable room.
+    pub stalls: u64,
+    /// Checkpoints completed.
+    pub checkpoints: u64,
+    /// Groups of pages a checkpoint wrote early to bound its dirty pages.
+    pub early_flushes: u64,
+    /// Pages and overflow blocks written by checkpoints.
+    pub pages_written: u64,
+    /// Old blocks deleted once no reader needed them.
+    pub blocks_reclaimed: u64,
+    /// Blocks retired and not yet deleted (kept for snapshots).
+    pub blocks_retired: usize,
+    /// Bytes of the log's live segment files (preallocated: most may be zeros).
+    pub log_file_bytes: u64,
+    /// Bytes of the log's records since the last checkpoint began (what the log holds that
+    /// the tree may not).
+    pub log_live_bytes: u64,
+    /// The log's counters.
+    pub log: WalStats,
+    /// The block store's counters (sizes, bytes written, cleaning).
+    pub blocks: StoreStats,
+    /// The tier cache's counters, when the store has one.
+    pub tier: Option<TierStats>,
+}
+
+impl Inner {
+    pub(super) fn stats(&self) -> Result<Stats> {
+        let version = Arc::clone(&read(&self.current));
+        let summary = *lock(&self.summary);
+        let cache = self.pages.cache();
+        let counters = &self.counters;
+        let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Ok(Stats {
+            sequence: self.visible.get(),
+            checkpoint_sequence: summary.sequence,
+            tree_height: version.tree.height(&self.pages)?,
+            next_page: summary.next_page,
+            memtable_bytes: version.mutable.bytes(),
+            frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
+            cache: cache.stats(),
+            cache_bytes: cache.used_bytes(),
+            cache_budget: cache.budget(),
+            gets: count(&counters.gets),
+            writes: count(&counters.writes),
+            write_ops: count(&counters.write_ops),
+            stalls: count(&counters.stalls),
+            checkpoints: count(&counters.checkpoints),
+            early_flushes: count(&counters.early_flushes),
+            pages_written: count(&counters.pages_written),
+            blocks_reclaimed: count(&counters.blocks_reclaimed),
+            blocks_retired: summary.blocks_retired,
+            log_file_bytes: self.wal.as_ref().map_or(0, Wal::file_bytes),
+            log_live_bytes: self.log_bytes.load(Ordering::Relaxed),
+            log: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
+            blocks: self.pages.blocks().stats(),
+            tier: self.pages.blocks().tier_stats(),
+        })
+    }
+}

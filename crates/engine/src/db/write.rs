@@ -1,0 +1,124 @@
+//! The write path (see `db.rs`'s header): a batch appended to the log, which numbers it,
+//! inserted into the mutable memtable under `switch`, made durable for `Sync` by the log's
+//! group commit, then published; and the memtables' room: a writer kicks a checkpoint once
+//! the memtable holds `write_buffer_size`, waits while the memtables hold twice that, and
+//! moves the page cache's budget as they grow.
+//!
+//! Must never: acknowledge a `Sync` write before the log made it durable; let a reader see
+//! part of a batch (a write is published only once every earlier one is).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use tierkv_wal::Durability;
+
+use super::{batch_record, lock, read, Inner, Version};
+use crate::batch::WriteBatch;
+use crate::{Error, Result};
+
+impl Inner {
+    pub(super) fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        batch.validate()?;
+        self.check_writable()?;
+        self.wait_for_room()?;
+        let payload = batch.encode();
+        // On the file backend a `Sync` write is appended without waiting, and made durable
+        // below, outside `switch`, with whoever else is waiting.
+        let logged = match durability {
+            Durability::Sync => Durability::None,
+            other => other,
+        };
+        let lsn = {
+            let _switch = read(&self.switch);
+            let lsn = self
+                .log()?
+                .append(batch_record(), &payload, logged)
+                .map_err(|error| self.fail(error.into()))?;
+            let memtable = Arc::clone(&read(&self.current).mutable);
+            for (key, value) in batch.ops() {
+                memtable.insert(key, lsn.0, value);
+            }
+            lsn
+        };
+        if durability == Durability::Sync {
+            self.log()?.sync_to(lsn).map_err(|error| self.fail(error.into()))?;
+        }
+        self.visible.publish(lsn.0);
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters.write_ops.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let log_bytes = self.log_bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
+        if log_bytes + payload.len() as u64 >= self.options.checkpoint_log_bytes {
+            self.kick();
+        }
+        if !self.visible.wait(lsn.0, &self.failed) {
+            return Err(self.check_writable().err().unwrap_or(Error::Closed));
+        }
+        Ok(())
+    }
+
+    /// Kicks a checkpoint once the memtable reached `write_buffer_size`, and waits while the
+    /// memtables (with the frozen one a checkpoint is writing back) hold twice that.
+    fn wait_for_room(&self) -> Result<()> {
+        let limit = self.options.write_buffer_bytes();
+        let full = |version: &Version| {
+            let bytes = version.mutable.bytes();
+            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
+            (bytes >= limit, bytes + frozen >= 2 * limit)
+        };
+        let (due, stall, memtable_bytes) = {
+            let version = read(&self.current);
+            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
+            let (due, stall) = full(&version);
+            (due, stall, version.mutable.bytes() + frozen)
+        };
+        // Not under `current`'s lock: a smaller budget evicts (and demotes) pages.
+        self.rebudget(memtable_bytes);
+        if !due {
+            return Ok(());
+        }
+        self.kick();
+        if !stall {
+            return Ok(());
+        }
+        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+        let mut trigger = lock(&self.trigger);
+        loop {
+            self.check_writable()?;
+            if !full(&read(&self.current)).1 {
+                return Ok(());
+            }
+            trigger.kicked = true;
+            self.trigger_cv.notify_all();
+            trigger = self
+                .trigger_cv
+                .wait_timeout(trigger, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Gives the page cache what the memtables, holding `memtable_bytes`, leave of
+    /// `cache_size` (`Options::memtable_reserve`: they are set aside one step more than they
+    /// hold). Called by each writer and after each checkpoint; it changes the cache's
+    /// budget only when the reserve moves by a step. Two writers racing may set it in the
+    /// wrong order; the next write sets it right.
+    pub(super) fn rebudget(&self, memtable_bytes: usize) {
+        let reserve = self.options.memtable_reserve(memtable_bytes);
+        if self.memtable_reserve.swap(reserve, Ordering::AcqRel) != reserve {
+            self.pages.cache().set_budget(self.options.cache_size.saturating_sub(reserve));
+        }
+    }
+
+    /// Wakes the checkpoint thread.
+    fn kick(&self) {
+        let mut trigger = lock(&self.trigger);
+        if !trigger.kicked {
+            trigger.kicked = true;
+            self.trigger_cv.notify_all();
+        }
+    }
+}

@@ -680,6 +680,13 @@ impl BlockStore for DoublewriteStore {
         self.counters.snapshot(self.live_bytes.load(Ordering::Acquire), file_bytes)
     }
 
+    fn live_ids(&self) -> Result<Vec<BlockId>, BlockError> {
+        self.check_open()?;
+        let mut ids: Vec<BlockId> = read_lock(&self.slots).live.keys().copied().collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
     fn verify(&self) -> Result<VerifyReport, BlockError> {
         self.check_open()?;
         let mut ids: Vec<BlockId> = read_lock(&self.slots).live.keys().copied().collect();

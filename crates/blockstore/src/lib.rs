@@ -186,6 +186,10 @@ pub trait BlockStore: Send + Sync {
     /// Reads and checks every live block.
     fn verify(&self) -> Result<VerifyReport, BlockError>;
 
+    /// The ids of every live block, ascending (for the layer above to find the ids it can
+    /// give out again: those below its highest that no block holds).
+    fn live_ids(&self) -> Result<Vec<BlockId>, BlockError>;
+
     /// The largest block this store accepts.
     fn max_block_bytes(&self) -> usize;
 

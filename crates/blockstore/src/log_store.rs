@@ -606,6 +606,13 @@ impl BlockStore for LogStore {
         self.shared.counters.snapshot(index.live_bytes, index.file_bytes)
     }
 
+    fn live_ids(&self) -> Result<Vec<BlockId>, BlockError> {
+        self.shared.check_not_closed()?;
+        let mut ids: Vec<BlockId> = self.shared.read_index().map.keys().copied().collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
     fn verify(&self) -> Result<VerifyReport, BlockError> {
         self.shared.check_not_closed()?;
         let entries: Vec<(BlockId, Location, Arc<SegmentFile>)> = {

@@ -3,17 +3,31 @@
 //!
 //! A page is one block of a `BlockStore`, the block id being the page id. [`Pages`] reads
 //! them through the `PageCache`: a read that misses decodes the block (`page::decode`) and
-//! caches it. Page ids are never reused, so a cached page is the page for as long as its id
-//! lives, and many threads read at once without any lock but the cache shard's.
+//! caches it. An id is given out again only after its block is deleted, which happens only
+//! once no tree version a reader holds names it (and the cache lets go of it then), so a
+//! cached page is the page for as long as any reader can reach it, and many threads read at
+//! once without any lock but the cache shard's.
 //!
 //! [`BlockPages`] is the writer's side, copy on write (see `tree`): a page that existed
-//! when the session began (`fresh_from`) is never changed; its new version gets a new id and
-//! the old id is *retired*: readers of older tree versions may still read it, so its block
-//! is deleted only when the engine says no version needs it (`reclaim`). Pages created in the
-//! session are changed in place. `flush` writes every dirty page, the overflow blocks, the
+//! when the session began is never changed; its new version gets a new id and the old id is
+//! *retired*: readers of older tree versions may still read it, so its block is deleted
+//! only when the engine says no version needs it (`reclaim`). Pages created in the session
+//! are changed in place. `flush` writes every dirty page, the overflow blocks, the
 //! deletions and optionally the meta record in one atomic group of the block store, so a
 //! crash keeps all of them or none, and only then marks the pages clean, so the cache can
 //! evict them.
+//!
+//! **Page ids are given out again.** An id whose block a durable group deleted is
+//! *reusable* (`Pages::reusable`; at open, every id below the meta block's `orphans_from`
+//! that no block holds): a session's new pages take the lowest reusable ids first, then new
+//! ones from `next_id`. So the ids in use stay about as many as the pages, however many
+//! checkpoints rewrite them (the frames of the buffer pool are addressed by page id). A page
+//! at a reused id is written only by the session's last flush, the one with the meta record
+//! that names its tree: a crash before it leaves no block at a reused id that no meta
+//! record accounts for. Early flushes (`flush_early`) write only pages at new ids, which
+//! the meta record calls orphans (from `orphans_from`) until the last flush; once a session
+//! has flushed early, it takes no more reused ids, so the pages it keeps back are at most
+//! what it held at its first early flush.
 //!
 //! A value too large for a leaf goes to overflow blocks (`write_overflow`: 1 MiB each, at
 //! consecutive new ids), written with the next flush, in the same group as the leaf that
@@ -25,7 +39,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite, GroupId};
@@ -176,6 +190,8 @@ fn weight(page: &Page) -> usize {
 pub struct Pages {
     blocks: Arc<dyn BlockStore>,
     cache: PageCache<CachedPage>,
+    /// Ids no block holds and no tree version names (see the module header).
+    reusable: Mutex<BTreeSet<u64>>,
 }
 
 impl Pages {
@@ -186,7 +202,36 @@ impl Pages {
         let cache = cache.with_eviction_hook(Box::new(move |id, cached: &CachedPage| {
             cached.demote(id, &*demote_to);
         }));
-        Pages { blocks, cache }
+        Pages { blocks, cache, reusable: Mutex::new(BTreeSet::new()) }
+    }
+
+    fn reusable(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        // A set changed by single inserts and removals: consistent even after a panic.
+        self.reusable.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes reusable every id from `FIRST_PAGE` below `below` that no block holds (at open:
+    /// `below` is the meta block's `orphans_from`, under which every block is the tree's or
+    /// listed for deletion). Returns how many.
+    pub fn find_reusable(&self, below: u64) -> Result<usize, PagesError> {
+        let live =
+            self.blocks.live_ids().map_err(|source| PagesError::Block { page: 0, source })?;
+        let mut live = live.into_iter().map(|id| id.0).peekable();
+        let mut found = BTreeSet::new();
+        for id in crate::meta::FIRST_PAGE..below {
+            while live.next_if(|&held| held < id).is_some() {}
+            if live.peek() != Some(&id) {
+                found.insert(id);
+            }
+        }
+        let count = found.len();
+        self.reusable().extend(found);
+        Ok(count)
+    }
+
+    /// How many ids are reusable now.
+    pub fn reusable_count(&self) -> usize {
+        self.reusable().len()
     }
 
     /// The block store.
@@ -274,6 +319,12 @@ pub struct BlockPages<'a> {
     overflow: BTreeMap<u64, Arc<Vec<u8>>>,
     /// Blocks to delete with the next flush.
     deleted: BTreeSet<u64>,
+    /// Reused ids this session gave its new pages (written only by its last flush).
+    reused: BTreeSet<u64>,
+    /// Bytes of the dirty pages at reused ids.
+    reused_bytes: usize,
+    /// Whether the session flushed early (and so takes no more reused ids).
+    flushed_early: bool,
     /// Pages and overflow blocks that existed when the session began and are no longer
     /// part of the tree it builds.
     retired: Vec<u64>,
@@ -296,6 +347,9 @@ impl<'a> BlockPages<'a> {
             dirty: BTreeMap::new(),
             overflow: BTreeMap::new(),
             deleted: BTreeSet::new(),
+            reused: BTreeSet::new(),
+            reused_bytes: 0,
+            flushed_early: false,
             retired: Vec::new(),
             fresh_from: next_id,
             next_id,
@@ -314,8 +368,22 @@ impl<'a> BlockPages<'a> {
     }
 
     /// Bytes the dirty pages and unwritten overflow blocks hold.
+    #[cfg(test)]
     pub fn dirty_bytes(&self) -> usize {
         self.dirty_bytes
+    }
+
+    /// Whether the pages an early flush could write pass `budget`: all dirty bytes until
+    /// the first early flush, then those at new ids (pages at reused ids wait for the last
+    /// flush, and no more are taken).
+    pub fn needs_early_flush(&self, budget: usize) -> bool {
+        let held_back = if self.flushed_early { self.reused_bytes } else { 0 };
+        self.dirty_bytes - held_back > budget
+    }
+
+    /// Whether `id` was made in this session (and so may change in place).
+    fn is_fresh(&self, id: u64) -> bool {
+        id >= self.fresh_from || self.reused.contains(&id)
     }
 
     /// The ids retired so far (see the module header); the caller deletes them with
@@ -368,7 +436,7 @@ impl<'a> BlockPages<'a> {
 
     /// Drops block `id` from the tree being built.
     fn forget(&mut self, id: u64) {
-        if id < self.fresh_from {
+        if !self.is_fresh(id) {
             self.retired.push(id);
             return;
         }
@@ -377,41 +445,78 @@ impl<'a> BlockPages<'a> {
         let chunk = self.overflow.remove(&id).map(|chunk| chunk.len());
         let unwritten = page.is_some() | chunk.is_some();
         self.dirty_bytes -= page.unwrap_or(0) + chunk.unwrap_or(0);
-        if !unwritten {
+        if self.reused.remove(&id) {
+            self.reused_bytes -= page.unwrap_or(0);
+        }
+        if unwritten {
+            // Never on disk and named by nothing: another page may have it.
+            self.pages.reusable().insert(id);
+        } else {
             // A flush wrote it.
             self.deleted.insert(id);
         }
+        debug_assert!(self.reused_bytes <= self.dirty_bytes);
     }
 
     /// Writes every dirty page and overflow block and every deletion in one atomic group,
     /// with the meta record `meta` if given, and marks the pages clean once it is durable.
     /// On an error the pages stay dirty (a later flush may retry).
     pub fn flush(&mut self, meta: Option<&Meta>) -> Result<(), BlockError> {
-        let nothing = self.dirty.is_empty() && self.overflow.is_empty() && self.deleted.is_empty();
+        self.flush_some(meta, true)?;
+        // The pages at reused ids are on disk with the meta record that names them.
+        self.reused.clear();
+        self.reused_bytes = 0;
+        Ok(())
+    }
+
+    /// `flush`, of the pages at new ids only (see the module header): what a session
+    /// writes before its last flush, with a meta record that calls those pages orphans.
+    pub fn flush_early(&mut self, meta: &Meta) -> Result<(), BlockError> {
+        assert!(meta.next_page >= self.next_id, "an early meta record that misses new pages");
+        self.flush_some(Some(meta), false)?;
+        self.flushed_early = true;
+        Ok(())
+    }
+
+    fn flush_some(&mut self, meta: Option<&Meta>, with_reused: bool) -> Result<(), BlockError> {
+        let writes: Vec<u64> = self
+            .dirty
+            .keys()
+            .copied()
+            .filter(|id| with_reused || !self.reused.contains(id))
+            .collect();
+        let nothing = writes.is_empty() && self.overflow.is_empty() && self.deleted.is_empty();
         if nothing && meta.is_none() {
             return Ok(());
         }
         // Packed leaves are their own encoded images: nothing is copied for them.
         let encoded: Vec<Bytes> =
-            self.dirty.values().map(|cached| page::encoded(&cached.page)).collect();
+            writes.iter().map(|id| page::encoded(&self.dirty[id].page)).collect();
         let meta = meta.map(Meta::encode);
-        let group: Vec<BlockWrite<'_>> = self
-            .dirty
-            .keys()
+        let group: Vec<BlockWrite<'_>> = writes
+            .iter()
             .zip(&encoded)
             .map(|(id, bytes)| BlockWrite::Put(BlockId(*id), bytes))
             .chain(self.overflow.iter().map(|(id, chunk)| BlockWrite::Put(BlockId(*id), chunk)))
             .chain(self.deleted.iter().map(|id| BlockWrite::Delete(BlockId(*id))))
             .chain(meta.as_deref().map(|bytes| BlockWrite::Put(META_BLOCK, bytes)))
             .collect();
+        // CRASH: the group lands whole or not at all; a page at a reused id goes only with
+        // the meta record naming its tree (`with_reused`), so none is left unaccounted for.
         let version = self.pages.blocks.apply_checkpoint_group(&group)?;
+        let overflow_bytes: usize = self.overflow.values().map(|chunk| chunk.len()).sum();
         self.overflow.clear();
-        self.dirty_bytes = 0;
-        self.deleted.clear();
-        for cached in std::mem::take(&mut self.dirty).into_values() {
+        self.dirty_bytes -= overflow_bytes;
+        // Deleted by a durable group and named by no tree version: given out again.
+        self.pages.reusable().extend(std::mem::take(&mut self.deleted));
+        for id in writes {
+            let cached = self.dirty.remove(&id).expect("invariant: a written page was dirty");
+            self.dirty_bytes -= cached.weight;
             cached.version.store(version.0, Ordering::Release);
             cached.dirty.store(false, Ordering::Release);
         }
+        debug_assert!(with_reused || self.dirty.keys().all(|id| self.reused.contains(id)));
+        debug_assert_eq!(self.dirty.is_empty(), self.dirty_bytes == 0);
         // The pages just written may leave now, if the cache needs the room.
         self.pages.cache.trim();
         Ok(())
@@ -420,11 +525,13 @@ impl<'a> BlockPages<'a> {
 
 impl Drop for BlockPages<'_> {
     /// Pages never written (a session given up after an error) leave the cache: nothing
-    /// points at them.
+    /// points at them, and their reused ids are free again.
     fn drop(&mut self) {
         for id in self.dirty.keys() {
             self.pages.cache.remove(*id);
         }
+        let unwritten = std::mem::take(&mut self.reused);
+        self.pages.reusable().extend(unwritten);
     }
 }
 
@@ -447,7 +554,7 @@ impl PageStore for BlockPages<'_> {
             // Cached pages do not change, so their separators can have search heads too.
             Page::Internal(internal) => internal.build_heads(),
         }
-        let id = if id >= self.fresh_from {
+        let id = if self.is_fresh(id) {
             id
         } else {
             self.retired.push(id);
@@ -457,14 +564,25 @@ impl PageStore for BlockPages<'_> {
         let cache = &self.pages.cache;
         cache.remove(id);
         cache.insert(id, Arc::clone(&cached));
+        let reused = self.reused.contains(&id);
         self.dirty_bytes += cached.weight;
+        self.reused_bytes += if reused { cached.weight } else { 0 };
         if let Some(old) = self.dirty.insert(id, cached) {
             self.dirty_bytes -= old.weight;
+            self.reused_bytes -= if reused { old.weight } else { 0 };
         }
         id
     }
 
     fn allocate(&mut self) -> u64 {
+        if !self.flushed_early {
+            let reused = self.pages.reusable().pop_first();
+            if let Some(id) = reused {
+                debug_assert!(id < self.next_id && id >= crate::meta::FIRST_PAGE);
+                self.reused.insert(id);
+                return id;
+            }
+        }
         let id = self.next_id;
         self.next_id += 1;
         id

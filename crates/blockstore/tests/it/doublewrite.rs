@@ -161,6 +161,8 @@ fn round_trip(read_method: AccessMethod, codec: Codec) {
     assert!(report.doublewrite_redone && report.blocks_applied == 3, "{report:?}");
     let ids: Vec<u64> = ids.into_iter().chain([2000]).collect();
     assert_eq!(read_all(&store, &ids).expect("read after redo"), model, "{context}");
+    let live: Vec<BlockId> = model.keys().copied().collect();
+    assert_eq!(store.live_ids().expect("live ids"), live, "{context}");
     store.close().expect("close");
 }
 

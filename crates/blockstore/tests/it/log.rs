@@ -197,6 +197,8 @@ proptest! {
         }
         let verified = store.verify().expect("verify");
         prop_assert_eq!(verified.blocks, model.len() as u64);
+        let live: Vec<BlockId> = model.keys().copied().collect();
+        prop_assert_eq!(store.live_ids().expect("live ids"), live);
         prop_assert_eq!(verified.bytes, store.stats().live_bytes, "live bytes are the live blocks' footprint");
     }
 }

@@ -108,7 +108,7 @@ impl Inner {
                 false => Value::inline(Bytes::from(value)),
             };
             bulk.push(&key, value);
-            if bulk.session.dirty_bytes() > dirty_budget {
+            if bulk.session.needs_early_flush(dirty_budget) {
                 self.flush_early(&mut cp, &mut bulk.session)?;
             }
         }

@@ -225,7 +225,7 @@ impl Inner {
             for overflow in freed.drain(..) {
                 session.free_overflow(&overflow);
             }
-            if session.dirty_bytes() > dirty_budget {
+            if session.needs_early_flush(dirty_budget) {
                 // Early: these blocks are orphans (from `orphans_from`) until the meta
                 // record below names the tree they belong to.
                 self.flush_early(cp, &mut session)?;
@@ -309,8 +309,10 @@ impl Inner {
         session: &mut BlockPages<'_>,
     ) -> Result<()> {
         let meta = Meta { next_page: session.next_id(), ..cp.meta };
-        self.counters.pages_written.fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
-        session.flush(Some(&meta))?;
+        let before = session.dirty_count();
+        session.flush_early(&meta)?;
+        let written = before - session.dirty_count();
+        self.counters.pages_written.fetch_add(written as u64, Ordering::Relaxed);
         cp.meta = meta;
         *lock(&self.summary) = cp.summary();
         self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);

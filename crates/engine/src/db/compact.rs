@@ -45,7 +45,7 @@ impl Inner {
         let mut failure: Option<Error> = None;
         old.scan(&self.pages, b"", &mut |key, value| {
             bulk.push(key, value.clone());
-            if bulk.session.dirty_bytes() > dirty_budget {
+            if bulk.session.needs_early_flush(dirty_budget) {
                 if let Err(error) = self.flush_early(cp, &mut bulk.session) {
                     failure = Some(error);
                     return false;

@@ -446,6 +446,10 @@ fn start(
             )))
         }
     };
+    if !read_only {
+        // Ids below the orphans that no block holds are given out again (`block_pages`).
+        pages.find_reusable(meta.orphans_from)?;
+    }
     let tree = Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
 
     let memtable = Memtable::with_capacity(options.memtable_max_bytes());

@@ -21,8 +21,10 @@ pub struct Stats {
     pub checkpoint_sequence: u64,
     /// Levels of the B+tree.
     pub tree_height: usize,
-    /// The next page id (every page and overflow block ever made has a smaller one).
+    /// The next new page id (every page and overflow block has a smaller one).
     pub next_page: u64,
+    /// Page ids below `next_page` that no block holds, given out before new ones.
+    pub reusable_page_ids: usize,
     /// Bytes of the mutable memtable.
     pub memtable_bytes: usize,
     /// Bytes of the memtable being checkpointed (0 when none is).
@@ -76,6 +78,7 @@ impl Inner {
             checkpoint_sequence: summary.sequence,
             tree_height: version.tree.height(&self.pages)?,
             next_page: summary.next_page,
+            reusable_page_ids: self.pages.reusable_count(),
             memtable_bytes: version.mutable.bytes(),
             frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
             cache: cache.stats(),

@@ -74,10 +74,14 @@ fn tricky_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// `tierkv::Options::default().max_key_bytes()`: 4,064 bytes with 8 KiB pages.
+const MAX_KEY: usize = 4064;
+
 fn entries() -> impl Strategy<Value = BTreeMap<Vec<u8>, Vec<u8>>> {
     let key = prop_oneof![
         4 => tricky_bytes(200).prop_filter("keys are not empty", |k| !k.is_empty()),
-        1 => proptest::collection::vec(any::<u8>(), 4096..=4096),
+        // The longest key a store of the default page size takes.
+        1 => proptest::collection::vec(any::<u8>(), MAX_KEY..=MAX_KEY),
     ];
     let value = prop_oneof![
         4 => tricky_bytes(300),
@@ -85,6 +89,11 @@ fn entries() -> impl Strategy<Value = BTreeMap<Vec<u8>, Vec<u8>>> {
         1 => proptest::collection::vec(any::<u8>(), 2049..6000),
     ];
     proptest::collection::btree_map(key, value, 1..24)
+}
+
+#[test]
+fn the_longest_key_here_is_the_limit_of_the_default_page_size() {
+    assert_eq!(tierkv::Options::default().max_key_bytes(), MAX_KEY);
 }
 
 proptest! {

@@ -117,14 +117,15 @@ impl CachedPage {
     }
 
     /// Offers the page to the block store's tier as it leaves the cache: a clean leaf
-    /// whose version is known, as the image it was read or written as (no copy). Internal
-    /// pages stay out: they are few and hot, and would have to be encoded again.
-    fn demote(&self, id: u64, blocks: &dyn BlockStore) {
+    /// whose version is known, encoded again as its block holds it. Internal pages stay
+    /// out: they are few and hot.
+    fn demote(&self, id: u64, blocks: &dyn BlockStore, page_bytes: usize) {
         let version = self.version.load(Ordering::Acquire);
         if version == NO_VERSION || self.dirty.load(Ordering::Acquire) {
             return;
         }
-        if let Some(image) = page::leaf_image(&self.page) {
+        if let Page::Leaf(_) = &*self.page {
+            let image = page::encode(&self.page, page_bytes);
             blocks.offer_evicted(BlockId(id), GroupId(version), &image);
         }
     }
@@ -190,19 +191,25 @@ fn weight(page: &Page) -> usize {
 pub struct Pages {
     blocks: Arc<dyn BlockStore>,
     cache: PageCache<CachedPage>,
+    /// The store's page size: every page's encoded size.
+    page_bytes: usize,
     /// Ids no block holds and no tree version names (see the module header).
     reusable: Mutex<BTreeSet<u64>>,
 }
 
 impl Pages {
-    /// Pages on `blocks`, cached in `cache`; the clean leaves the cache evicts are offered
-    /// to the block store's tier (`BlockStore::offer_evicted`).
-    pub fn new(blocks: Arc<dyn BlockStore>, cache: PageCache<CachedPage>) -> Pages {
+    /// Pages of `page_bytes` on `blocks`, cached in `cache`; the clean leaves the cache
+    /// evicts are offered to the block store's tier (`BlockStore::offer_evicted`).
+    pub fn new(
+        blocks: Arc<dyn BlockStore>,
+        cache: PageCache<CachedPage>,
+        page_bytes: usize,
+    ) -> Pages {
         let demote_to = Arc::clone(&blocks);
         let cache = cache.with_eviction_hook(Box::new(move |id, cached: &CachedPage| {
-            cached.demote(id, &*demote_to);
+            cached.demote(id, &*demote_to, page_bytes);
         }));
-        Pages { blocks, cache, reusable: Mutex::new(BTreeSet::new()) }
+        Pages { blocks, cache, page_bytes, reusable: Mutex::new(BTreeSet::new()) }
     }
 
     fn reusable(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
@@ -280,8 +287,16 @@ impl PageSource for Pages {
             .read_versioned(BlockId(id))
             .map_err(|source| PagesError::Block { page: id, source })?
             .ok_or(PagesError::Missing { page: id })?;
-        let page = page::decode_bytes(Bytes::from(bytes))
-            .map_err(|source| PagesError::Corrupt { page: id, source })?;
+        let page =
+            page::decode(&bytes).map_err(|source| PagesError::Corrupt { page: id, source })?;
+        if bytes.len() != self.page_bytes {
+            let detail = format!(
+                "a page of {} bytes in a store of {}-byte pages",
+                bytes.len(),
+                self.page_bytes
+            );
+            return Err(PagesError::Corrupt { page: id, source: PageError { offset: 0, detail } });
+        }
         let cached = CachedPage::new(page, false, version);
         Ok(Arc::clone(&self.cache.insert(id, Arc::new(cached)).page))
     }
@@ -489,9 +504,9 @@ impl<'a> BlockPages<'a> {
         if nothing && meta.is_none() {
             return Ok(());
         }
-        // Packed leaves are their own encoded images: nothing is copied for them.
-        let encoded: Vec<Bytes> =
-            writes.iter().map(|id| page::encoded(&self.dirty[id].page)).collect();
+        let page_bytes = self.pages.page_bytes;
+        let encoded: Vec<Vec<u8>> =
+            writes.iter().map(|id| page::encode(&self.dirty[id].page, page_bytes)).collect();
         let meta = meta.map(Meta::encode);
         let group: Vec<BlockWrite<'_>> = writes
             .iter()

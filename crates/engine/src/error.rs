@@ -124,6 +124,22 @@ pub enum Error {
         supported: u32,
     },
 
+    /// A store of an older format than this build reads (no migration before 1.0).
+    #[error(
+        "{} belongs to a store of format {found}, which this build no longer reads (it reads \
+         format {supported}): dump it with the tierkv that made it, and load the dump into a \
+         new store",
+        path.display()
+    )]
+    OlderFormat {
+        /// The identity file.
+        path: std::path::PathBuf,
+        /// The version found.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+
     /// A backup that did not finish: its copy is incomplete and never opens.
     #[error(
         "{} is a backup that did not finish (killed or failed while copying); remove it and \
@@ -231,6 +247,7 @@ impl Error {
             | Error::NotFound { .. }
             | Error::NotAStore { .. }
             | Error::NewerFormat { .. }
+            | Error::OlderFormat { .. }
             | Error::IncompleteBackup { .. }
             | Error::AlreadyExists { .. } => ErrorKind::NoStore,
             Error::AlreadyOpen { .. } => ErrorKind::Busy,

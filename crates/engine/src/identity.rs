@@ -7,7 +7,7 @@
 //! | offset | bytes | field |
 //! |---|---|---|
 //! | 0 | 16 | magic `tierkv\0store\r\n\x1a\n` |
-//! | 16 | 4 | format version (1) |
+//! | 16 | 4 | format version (2) |
 //! | 20 | 4 | state: 1 ready, 2 being created, 3 a backup being written |
 //! | 24 | 4 | page bytes |
 //! | 28 | 1 | log backend: 0 file, 1 pmem |
@@ -48,7 +48,7 @@ const IDENTITY_TEMP: &str = "TIERKV.tmp";
 const MAGIC: [u8; 16] = *b"tierkv\0store\r\n\x1a\n";
 
 /// The format this code writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Bytes before the log's path.
 const FIXED_BYTES: usize = 40;
@@ -165,6 +165,13 @@ impl Identity {
         }
         if version == 0 {
             return corrupt(16, "format version 0".into());
+        }
+        if version < FORMAT_VERSION {
+            return Err(Error::OlderFormat {
+                path: path.to_path_buf(),
+                found: version,
+                supported: FORMAT_VERSION,
+            });
         }
         let path_len = u16::from_le_bytes([bytes[30], bytes[31]]) as usize;
         if path_len > MAX_PATH_BYTES || body != FIXED_BYTES + path_len {
@@ -301,15 +308,21 @@ mod tests {
             Identity::decode(b"SQLite format 3\0", path),
             Err(Error::NotAStore { .. })
         ));
-        let mut newer = bytes.clone();
-        newer[16] = 2;
-        let body = newer.len() - 4;
-        let crc = tierkv_io::crc32c(&newer[..body]).to_le_bytes();
-        newer[body..].copy_from_slice(&crc);
+        let with_version = |version: u8| {
+            let mut changed = bytes.clone();
+            changed[16] = version;
+            let body = changed.len() - 4;
+            let crc = tierkv_io::crc32c(&changed[..body]).to_le_bytes();
+            changed[body..].copy_from_slice(&crc);
+            changed
+        };
         assert!(matches!(
-            Identity::decode(&newer, path),
-            Err(Error::NewerFormat { found: 2, supported: 1, .. })
+            Identity::decode(&with_version(3), path),
+            Err(Error::NewerFormat { found: 3, supported: 2, .. })
         ));
+        let older = Identity::decode(&with_version(1), path).expect_err("format 1");
+        assert!(matches!(older, Error::OlderFormat { found: 1, supported: 2, .. }), "{older}");
+        assert!(older.to_string().contains("dump it with the tierkv that made it"), "{older}");
         // Every other single-byte change is damage, never a different identity.
         for at in MAGIC.len()..bytes.len() {
             let mut flipped = bytes.clone();

@@ -30,9 +30,11 @@ pub struct Options {
     /// twice this, which comes out of `cache_size`. Default (`None`): an eighth of
     /// `cache_size`, from 64 KiB to 64 MiB.
     pub write_buffer_size: Option<usize>,
-    /// Pages larger than this split; values over a quarter of it are kept in overflow
-    /// blocks. A store keeps the size it was made with: `None` takes it (8 KiB for a new
-    /// store), and a different size is refused with `Error::OptionMismatch`.
+    /// The page size: a power of two from 1 KiB to 64 KiB. Values over a quarter of it are
+    /// kept in overflow blocks, and keys may be up to half of it less 32 bytes (4,064 bytes
+    /// with 8 KiB pages, 4,096 from 16 KiB: `Options::max_key_bytes`), so that any two fit an
+    /// internal page. A store keeps the size it was made with: `None` takes it (8 KiB for a
+    /// new store), and a different size is refused with `Error::OptionMismatch`.
     pub max_page_bytes: Option<usize>,
     /// How `put`, `delete` and `write` make a write durable. Default `Sync`: durable on
     /// return.
@@ -114,16 +116,17 @@ const MAX_DEFAULT_WRITE_BUFFER: usize = 64 << 20;
 /// The smallest page: room for a few entries of the largest key.
 pub const MIN_PAGE_BYTES: usize = 1 << 10;
 
-/// The largest page (a block of the block store holds one).
-pub const MAX_PAGE_BYTES: usize = 1 << 20;
+/// The largest page (offsets in a slotted page are 16 bits).
+pub const MAX_PAGE_BYTES: usize = 64 << 10;
 
 impl Options {
     pub(crate) fn validate(&self) -> Result<(), Error> {
         let invalid = |detail: String| Err(Error::InvalidOptions(detail));
-        if !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&self.page_bytes()) {
+        let page = self.page_bytes();
+        if !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&page) || !page.is_power_of_two() {
             return invalid(format!(
-                "max_page_bytes is {}; it must lie in {MIN_PAGE_BYTES}..={MAX_PAGE_BYTES}",
-                self.page_bytes()
+                "max_page_bytes is {page}; it must be a power of two from {MIN_PAGE_BYTES} to \
+                 {MAX_PAGE_BYTES}"
             ));
         }
         if self.read_only && self.error_if_exists {
@@ -229,6 +232,14 @@ impl Options {
     /// Values longer than this go to overflow blocks.
     pub(crate) fn max_inline_value(&self) -> usize {
         self.page_bytes() / 4
+    }
+
+    /// The longest key: half the page less 32 bytes, at most `MAX_KEY_BYTES`. Then an
+    /// internal page always holds two separators (header, and two slots, keys and children),
+    /// so one that overflows has three and can split; and a leaf of one entry (with the
+    /// largest inline value, a quarter page) always fits.
+    pub fn max_key_bytes(&self) -> usize {
+        crate::MAX_KEY_BYTES.min(self.page_bytes() / 2 - 32)
     }
 }
 

@@ -1,25 +1,18 @@
-//! B+tree pages as they are stored: one page is one block of the block store, which adds the
-//! block header, the checksum and compression. This module only turns a decoded page into
-//! bytes and back; the format is in `docs/format.md` ("B+tree pages").
+//! B+tree pages: the decoded form the checkpoint's copy-on-write tree works on
+//! ([`LeafPage`], [`InternalPage`]), and their encoding as slotted pages (format 2,
+//! `slotted.rs`, the table in `docs/format.md`): one page is one block of the block store,
+//! exactly the store's page size, which the block store wraps with its header, checksum and
+//! compression.
 //!
-//! Layout (integers little-endian):
-//! - header, 8 bytes: kind (`1` leaf, `2` internal), format version (`1`), two zero bytes,
-//!   entry count (u32);
-//! - a leaf's entries, in strictly ascending key order: key length (u32), key, value kind
-//!   (`0` inline, `1` overflow), then for an inline value its length (u32) and bytes, for an
-//!   overflow value its length (u64), first block (u64) and block count (u32);
-//! - an internal page's first child (u64), then its entries, in strictly ascending key order:
-//!   key length (u32), separator key, child (u64). The child after a separator holds the
-//!   keys at or above it, up to the next separator.
+//! Sizes here (`encoded_len`) count what a slotted page of the entries takes without its
+//! common prefix: never less than the page will take, so a page that fits by this count
+//! fits. A single entry always fits (`options::max_key_bytes`, and inline values are at most
+//! a quarter page), so any split is possible.
 //!
-//! Decoding checks everything a damaged or foreign page could get wrong: the kind and
-//! version, each length against the bytes left, key and value limits, key order, and that
-//! the entries end exactly where the page does. It never panics, and allocates in
-//! proportion to the page's size whatever its entry count says.
+//! Decoding checks everything a damaged or foreign page could get wrong (`slotted::check`)
+//! before it reads an entry. It never panics.
 //!
 //! Must never: decode a page whose keys are out of order, or read past its end.
-
-use std::cmp::Ordering;
 
 use bytes::Bytes;
 
@@ -31,22 +24,11 @@ use heads::{KeyHeads, Narrow};
 /// The largest key, in bytes.
 pub const MAX_KEY_BYTES: usize = 4096;
 
-/// The largest value stored in a leaf itself; larger values go to overflow blocks.
-pub const MAX_INLINE_VALUE_BYTES: usize = 1 << 20;
-
 /// The largest value, inline or in overflow blocks.
 pub const MAX_VALUE_BYTES: u64 = 1 << 32;
 
 /// Bytes of the page header.
-pub const HEADER_BYTES: usize = 8;
-
-/// The page format version this code writes and reads.
-pub const PAGE_FORMAT_VERSION: u8 = 1;
-
-const KIND_LEAF: u8 = 1;
-const KIND_INTERNAL: u8 = 2;
-const VALUE_INLINE: u8 = 0;
-const VALUE_OVERFLOW: u8 = 1;
+pub const HEADER_BYTES: usize = slotted::HEADER_BYTES;
 
 /// Why bytes are not a valid page.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -88,7 +70,7 @@ impl Value {
     /// Bytes the value takes in an encoded leaf (its kind byte included).
     pub fn encoded_len(&self) -> usize {
         match self {
-            Value::Inline(bytes) => 1 + 4 + bytes.len(),
+            Value::Inline(bytes) => 1 + 2 + bytes.len(),
             Value::Overflow(_) => 1 + 8 + 8 + 4,
         }
     }
@@ -96,21 +78,19 @@ impl Value {
 
 /// A leaf page: keys and their values, in strictly ascending key order.
 ///
-/// Keys and inline values are `Bytes`: a decoded page's are slices of the block it was read
-/// from, its encoded image, and `pack` encodes a page built in memory and slices its entries
-/// out of that image. A cached page is then three allocations (its image, the image's
-/// count, its entries), not two for every entry, and writing it back copies nothing
-/// (`encoded`).
+/// Keys and inline values are `Bytes`: a decoded or packed page's are slices of one buffer
+/// (`pack` copies them there, back to back), so a cached page is three allocations (the
+/// buffer, its count, the entries), not two for every entry.
 #[derive(Clone, Debug, Default)]
 pub struct LeafPage {
     /// The entries, sorted by key with no duplicates. Code that changes them builds a new
     /// page (`LeafPage::new`, as the tree does) rather than changing a decoded or packed one
-    /// in place, whose image would then be stale.
+    /// in place, whose search heads would then be stale.
     pub entries: Vec<(Bytes, Value)>,
-    /// The encoded page every key and inline value is a slice of, while the entries are
-    /// unchanged since it was decoded or packed.
-    image: Option<Bytes>,
-    /// The keys' search heads, built with the image and dropped with it.
+    /// The buffer every key and inline value is a slice of, while the entries are unchanged
+    /// since it was decoded or packed.
+    buffer: Option<Bytes>,
+    /// The keys' search heads, built with the buffer and dropped with it.
     heads: KeyHeads,
 }
 
@@ -126,13 +106,13 @@ impl Eq for LeafPage {}
 impl LeafPage {
     /// A leaf of `entries` (sorted, no duplicates).
     pub fn new(entries: Vec<(Bytes, Value)>) -> LeafPage {
-        LeafPage { entries, image: None, heads: KeyHeads::default() }
+        LeafPage { entries, buffer: None, heads: KeyHeads::default() }
     }
 
-    /// A decoded or packed leaf: its image, and its keys' search heads.
-    fn with_image(entries: Vec<(Bytes, Value)>, image: Bytes) -> LeafPage {
+    /// A decoded or packed leaf: its buffer, and its keys' search heads.
+    fn with_buffer(entries: Vec<(Bytes, Value)>, buffer: Bytes) -> LeafPage {
         let heads = KeyHeads::build(entries.iter().map(|(key, _)| key.as_ref()));
-        LeafPage { entries, image: Some(image), heads }
+        LeafPage { entries, buffer: Some(buffer), heads }
     }
 
     /// Bytes of the search heads (0 when there are none).
@@ -140,35 +120,46 @@ impl LeafPage {
         self.heads.heap_bytes()
     }
 
-    /// Bytes of the encoded image the entries are slices of (0 when there is none).
+    /// Bytes of the buffer the entries are slices of (0 when there is none).
     pub fn buffer_bytes(&self) -> usize {
-        self.image.as_ref().map_or(0, Bytes::len)
+        self.buffer.as_ref().map_or(0, Bytes::len)
     }
 
-    /// Encodes the page and makes every key and inline value a slice of that image; lets go
-    /// of the entries' spare capacity, and of what they were slices of before (older pages,
-    /// a batch).
+    /// Copies every key and inline value into one buffer and makes them slices of it; lets
+    /// go of the entries' spare capacity, and of what they were slices of before (older
+    /// pages, a batch).
     pub fn pack(&mut self) {
-        if self.image.is_some() {
+        if self.buffer.is_some() {
             return;
         }
-        let page = Page::Leaf(LeafPage::new(std::mem::take(&mut self.entries)));
-        let mut starts = Vec::new();
-        let image = Bytes::from(encode_with(&page, &mut |at| starts.push(at)));
-        // The page built just above.
-        let Page::Leaf(mut leaf) = page else { return };
-        // An entry is its key's length (4 bytes), the key, the value's kind (1) and, inline,
-        // its length (4) and bytes.
-        for ((key, value), start) in leaf.entries.iter_mut().zip(starts) {
-            let key_at = start + 4;
-            *key = image.slice(key_at..key_at + key.len());
+        let total: usize = self
+            .entries
+            .iter()
+            .map(|(key, value)| {
+                key.len() + if let Value::Inline(bytes) = value { bytes.len() } else { 0 }
+            })
+            .sum();
+        let mut buffer = Vec::with_capacity(total);
+        for (key, value) in &self.entries {
+            buffer.extend_from_slice(key);
             if let Value::Inline(bytes) = value {
-                let value_at = key_at + key.len() + 1 + 4;
-                *bytes = image.slice(value_at..value_at + bytes.len());
+                buffer.extend_from_slice(bytes);
             }
         }
-        leaf.entries.shrink_to_fit();
-        *self = LeafPage::with_image(leaf.entries, image);
+        debug_assert_eq!(buffer.len(), total);
+        let buffer = Bytes::from(buffer);
+        let mut at = 0;
+        let mut entries = std::mem::take(&mut self.entries);
+        for (key, value) in &mut entries {
+            *key = buffer.slice(at..at + key.len());
+            at += key.len();
+            if let Value::Inline(bytes) = value {
+                *bytes = buffer.slice(at..at + bytes.len());
+                at += bytes.len();
+            }
+        }
+        entries.shrink_to_fit();
+        *self = LeafPage::with_buffer(entries, buffer);
     }
 
     /// The index of `key`, or where it would be inserted.
@@ -215,7 +206,7 @@ impl LeafPage {
             at += 1;
         }
         let right = LeafPage::new(self.entries.split_off(at));
-        self.image = None;
+        self.buffer = None;
         self.heads = KeyHeads::default();
         let separator = shortest_separator(&self.entries[at - 1].0, &right.entries[0].0);
         (separator, right)
@@ -229,13 +220,13 @@ impl LeafPage {
             _ => true,
         });
         self.entries.extend(right.entries);
-        self.image = None;
+        self.buffer = None;
         self.heads = KeyHeads::default();
     }
 }
 
 fn entry_len(key: &[u8], value: &Value) -> usize {
-    4 + key.len() + value.encoded_len()
+    slotted::SLOT_BYTES + key.len() + value.encoded_len()
 }
 
 /// The shortest key above `low` and at or below `high` (`low < high`): a prefix of `high`
@@ -332,7 +323,7 @@ impl InternalPage {
 
     /// Bytes of the encoded page.
     pub fn encoded_len(&self) -> usize {
-        HEADER_BYTES + 8 + self.entries.iter().map(|(key, _)| 4 + key.len() + 8).sum::<usize>()
+        HEADER_BYTES + self.entries.iter().map(|(key, _)| separator_len(key)).sum::<usize>()
     }
 
     /// Records that a child split: `child`, the new page after the split, holds the keys from
@@ -359,8 +350,8 @@ impl InternalPage {
     /// with that separator's child as its first child.
     pub fn split_at_bytes(&mut self, target: usize) -> (Vec<u8>, InternalPage) {
         assert!(self.entries.len() >= 3, "invariant: an internal page splits with three entries");
-        let len = |(key, _): &(Vec<u8>, u64)| 4 + key.len() + 8;
-        let mut size = HEADER_BYTES + 8 + len(&self.entries[0]);
+        let len = |(key, _): &(Vec<u8>, u64)| separator_len(key);
+        let mut size = HEADER_BYTES + len(&self.entries[0]);
         let mut middle = 1;
         while middle < self.entries.len() - 2 && size + len(&self.entries[middle]) <= target {
             size += len(&self.entries[middle]);
@@ -409,237 +400,79 @@ impl Page {
     }
 }
 
-/// Encodes `page`. Panics if the page breaks an invariant that `decode` checks (keys out of
-/// order or over the limit, an inline value over the limit, an overflow of no blocks): the
-/// caller builds pages, so such a page is a bug, and writing it would lose data later.
-pub fn encode(page: &Page) -> Vec<u8> {
-    encode_with(page, &mut |_| {})
+/// Bytes a separator takes in an internal page: its slot, its key, its child.
+fn separator_len(key: &[u8]) -> usize {
+    slotted::SLOT_BYTES + key.len() + 8
 }
 
-/// `encode`, telling `entry_at` the offset at which each leaf entry starts.
-fn encode_with(page: &Page, entry_at: &mut impl FnMut(usize)) -> Vec<u8> {
-    let mut out = Vec::with_capacity(page.encoded_len());
-    let (kind, count) = match page {
-        Page::Leaf(leaf) => (KIND_LEAF, leaf.entries.len()),
-        Page::Internal(internal) => (KIND_INTERNAL, internal.entries.len()),
-    };
-    let count = u32::try_from(count).expect("invariant: fewer than 2^32 entries in a page");
-    out.extend_from_slice(&[kind, PAGE_FORMAT_VERSION, 0, 0]);
-    out.extend_from_slice(&count.to_le_bytes());
+/// Encodes `page` as a slotted page of `page_bytes`. Panics if the page breaks an
+/// invariant that `decode` checks (keys out of order or over the limit, an inline value over
+/// a quarter page, an overflow of no blocks, more than fits): the caller builds pages, so
+/// such a page is a bug, and writing it would lose data later.
+pub fn encode(page: &Page, page_bytes: usize) -> Vec<u8> {
+    assert!(page.encoded_len() <= page_bytes, "a page of {} bytes", page.encoded_len());
     match page {
         Page::Leaf(leaf) => {
-            let keys = leaf.entries.iter().map(|(k, _)| k.as_ref());
-            assert!(keys_ascend(keys), "leaf keys out of order");
+            let ascending = leaf.entries.windows(2).all(|pair| pair[0].0 < pair[1].0);
+            assert!(ascending, "leaf keys out of order");
             for (key, value) in &leaf.entries {
-                entry_at(out.len());
-                put_key(&mut out, key);
+                assert!(key.len() <= MAX_KEY_BYTES, "key of {} bytes over the limit", key.len());
                 match value {
                     Value::Inline(bytes) => {
-                        assert!(bytes.len() <= MAX_INLINE_VALUE_BYTES, "inline value too large");
-                        out.push(VALUE_INLINE);
-                        out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-                        out.extend_from_slice(bytes);
+                        assert!(bytes.len() <= page_bytes / 4, "inline value too large");
                     }
                     Value::Overflow(overflow) => {
                         assert!(overflow_valid(overflow), "invalid overflow reference");
-                        out.push(VALUE_OVERFLOW);
-                        out.extend_from_slice(&overflow.len.to_le_bytes());
-                        out.extend_from_slice(&overflow.first.to_le_bytes());
-                        out.extend_from_slice(&overflow.blocks.to_le_bytes());
                     }
                 }
             }
+            slotted::encode_leaf(&leaf.entries, 0, 0, page_bytes)
         }
         Page::Internal(internal) => {
-            assert!(
-                keys_ascend(internal.entries.iter().map(|(k, _)| k.as_slice())),
-                "separators out of order"
-            );
-            out.extend_from_slice(&internal.first_child.to_le_bytes());
-            for (key, child) in &internal.entries {
-                put_key(&mut out, key);
-                out.extend_from_slice(&child.to_le_bytes());
-            }
+            let ascending = internal.entries.windows(2).all(|pair| pair[0].0 < pair[1].0);
+            assert!(ascending, "separators out of order");
+            slotted::encode_internal(internal.first_child, &internal.entries, 0, page_bytes)
         }
     }
-    debug_assert_eq!(out.len(), page.encoded_len());
-    out
-}
-
-fn put_key(out: &mut Vec<u8>, key: &[u8]) {
-    assert!(key.len() <= MAX_KEY_BYTES, "key of {} bytes over the limit", key.len());
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    out.extend_from_slice(key);
-}
-
-fn keys_ascend<'a>(mut keys: impl Iterator<Item = &'a [u8]>) -> bool {
-    let Some(mut previous) = keys.next() else { return true };
-    for key in keys {
-        if previous.cmp(key) != Ordering::Less {
-            return false;
-        }
-        previous = key;
-    }
-    true
 }
 
 fn overflow_valid(overflow: &OverflowRef) -> bool {
     overflow.blocks >= 1
         && overflow.len <= MAX_VALUE_BYTES
         && u64::from(overflow.blocks) <= overflow.len.max(1)
+        && overflow.first != 0
 }
 
-/// Reads a page's bytes, checking each step against what is left.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn fail<T>(&self, detail: impl Into<String>) -> Result<T, PageError> {
-        Err(PageError { offset: self.at, detail: detail.into() })
-    }
-
-    fn take(&mut self, len: usize, what: &str) -> Result<&'a [u8], PageError> {
-        let left = self.bytes.len() - self.at;
-        if len > left {
-            return self.fail(format!("{what} of {len} bytes, but only {left} left"));
-        }
-        let taken = &self.bytes[self.at..self.at + len];
-        self.at += len;
-        Ok(taken)
-    }
-
-    fn u8(&mut self, what: &str) -> Result<u8, PageError> {
-        Ok(self.take(1, what)?[0])
-    }
-
-    fn u32(&mut self, what: &str) -> Result<u32, PageError> {
-        let bytes = self.take(4, what)?;
-        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-    }
-
-    fn u64(&mut self, what: &str) -> Result<u64, PageError> {
-        let bytes = self.take(8, what)?;
-        let mut word = [0u8; 8];
-        word.copy_from_slice(bytes);
-        Ok(u64::from_le_bytes(word))
-    }
-
-    /// A key, checked to be above `previous`; returns where it lies.
-    fn key(&mut self, previous: Option<&[u8]>) -> Result<std::ops::Range<usize>, PageError> {
-        let start = self.at;
-        let len = self.u32("key length")? as usize;
-        if len > MAX_KEY_BYTES {
-            return self.fail(format!("key of {len} bytes, over the limit of {MAX_KEY_BYTES}"));
-        }
-        let key = self.take(len, "key")?;
-        if previous.is_some_and(|previous| previous >= key) {
-            return Err(PageError { offset: start, detail: "keys out of order".into() });
-        }
-        Ok(self.at - len..self.at)
-    }
-}
-
-/// Decodes a page, checking it whole (see the module header); its keys and values are
-/// copied into one buffer.
+/// Decodes a page, checking it whole (`slotted::check`, with the page's own length as the
+/// page size); a leaf's keys and values are copied into one buffer.
 pub fn decode(bytes: &[u8]) -> Result<Page, PageError> {
-    decode_bytes(Bytes::copy_from_slice(bytes))
-}
-
-/// Decodes a page as `decode` does; a leaf's keys and inline values are slices of `block`,
-/// which the page keeps.
-pub fn decode_bytes(block: Bytes) -> Result<Page, PageError> {
-    let bytes: &[u8] = &block;
-    let mut reader = Reader { bytes, at: 0 };
-    let header = reader.take(HEADER_BYTES, "page header")?;
-    let (kind, version) = (header[0], header[1]);
-    if version != PAGE_FORMAT_VERSION {
+    let page_bytes = bytes.len();
+    let valid_size = page_bytes.is_power_of_two()
+        && (slotted::MIN_PAGE_BYTES..=slotted::MAX_PAGE_BYTES).contains(&page_bytes);
+    if !valid_size {
         return Err(PageError {
-            offset: 1,
-            detail: format!("unknown page format version {version}"),
+            offset: 0,
+            detail: format!(
+                "a page of {page_bytes} bytes (pages are a power of two from {} to {})",
+                slotted::MIN_PAGE_BYTES,
+                slotted::MAX_PAGE_BYTES
+            ),
         });
     }
-    if header[2..4] != [0, 0] {
-        return Err(PageError { offset: 2, detail: "reserved header bytes are not zero".into() });
-    }
-    let count = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
-    // Each entry takes at least 4 + 1 + 4 bytes (leaf) or 4 + 8 (internal): a count the
-    // bytes cannot hold is damage, and checking it first bounds the allocation below.
-    let least = if kind == KIND_LEAF { 9 } else { 12 };
-    if count > bytes.len() / least {
-        return Err(PageError { offset: 4, detail: format!("{count} entries cannot fit") });
-    }
-    let page = match kind {
-        KIND_LEAF => {
-            let mut entries: Vec<(Bytes, Value)> = Vec::with_capacity(count);
-            for _ in 0..count {
-                let key = block.slice(reader.key(entries.last().map(|(k, _)| k.as_ref()))?);
-                let value = match reader.u8("value kind")? {
-                    VALUE_INLINE => {
-                        let len = reader.u32("value length")? as usize;
-                        if len > MAX_INLINE_VALUE_BYTES {
-                            return reader.fail(format!("inline value of {len} bytes"));
-                        }
-                        reader.take(len, "value")?;
-                        Value::Inline(block.slice(reader.at - len..reader.at))
-                    }
-                    VALUE_OVERFLOW => {
-                        let overflow = OverflowRef {
-                            len: reader.u64("overflow length")?,
-                            first: reader.u64("overflow block")?,
-                            blocks: reader.u32("overflow block count")?,
-                        };
-                        if !overflow_valid(&overflow) {
-                            return reader.fail(format!("invalid overflow reference {overflow:?}"));
-                        }
-                        Value::Overflow(overflow)
-                    }
-                    other => return reader.fail(format!("unknown value kind {other}")),
-                };
-                entries.push((key, value));
-            }
-            Page::Leaf(LeafPage::new(entries))
+    let unreadable = || PageError { offset: 0, detail: "a checked page did not decode".into() };
+    match slotted::check(bytes, page_bytes)? {
+        slotted::Kind::Leaf => {
+            let entries = slotted::decode_leaf(bytes).ok_or_else(unreadable)?;
+            let mut leaf = LeafPage::new(entries);
+            leaf.pack();
+            Ok(Page::Leaf(leaf))
         }
-        KIND_INTERNAL => {
-            let first_child = reader.u64("first child")?;
-            let mut entries: Vec<(Vec<u8>, u64)> = Vec::with_capacity(count);
-            for _ in 0..count {
-                let key = reader.key(entries.last().map(|(k, _)| k.as_slice()))?;
-                entries.push((bytes[key].to_vec(), reader.u64("child")?));
-            }
+        slotted::Kind::Internal => {
+            let (first_child, entries) = slotted::decode_internal(bytes).ok_or_else(unreadable)?;
             let mut page = InternalPage::new(first_child, entries);
             page.build_heads();
-            Page::Internal(page)
+            Ok(Page::Internal(page))
         }
-        other => return Err(PageError { offset: 0, detail: format!("unknown page kind {other}") }),
-    };
-    if reader.at != bytes.len() {
-        return reader.fail(format!("{} bytes after the last entry", bytes.len() - reader.at));
-    }
-    Ok(match page {
-        Page::Leaf(leaf) => Page::Leaf(LeafPage::with_image(leaf.entries, block)),
-        internal => internal,
-    })
-}
-
-/// A leaf's encoded image, when it has one (decoded or packed, unchanged since): the bytes
-/// its block holds, without a copy.
-pub fn leaf_image(page: &Page) -> Option<Bytes> {
-    match page {
-        Page::Leaf(LeafPage { image: Some(image), .. }) => Some(image.clone()),
-        _ => None,
-    }
-}
-
-/// The encoded page: a leaf's image when it has one (no copy), else `encode`'s bytes.
-pub fn encoded(page: &Page) -> Bytes {
-    match page {
-        Page::Leaf(leaf @ LeafPage { image: Some(image), .. }) => {
-            debug_assert_eq!(image.len(), leaf.encoded_len(), "a packed leaf changed in place");
-            image.clone()
-        }
-        page => Bytes::from(encode(page)),
     }
 }
 

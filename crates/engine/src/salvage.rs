@@ -639,7 +639,7 @@ impl Walk<'_> {
             Ok(None) => return Err(self.blocks.absent("page", id)),
             Err(error) => return Err(format!("page {id} cannot be read: {error}")),
         };
-        let page = page::decode_bytes(Bytes::from(read.bytes))
+        let page = page::decode(&read.bytes)
             .map_err(|error| format!("page {id} does not decode: {error}"))?;
         let meta = self.meta_version;
         let doubt = read.doubt.filter(|d| meta.is_none_or(|meta| d.oldest.0 <= meta));
@@ -764,7 +764,7 @@ impl Walk<'_> {
                 continue;
             }
             let Ok(Some(read)) = self.blocks.read(id) else { continue };
-            let Ok(Page::Leaf(leaf)) = page::decode_bytes(Bytes::from(read.bytes)) else {
+            let Ok(Page::Leaf(leaf)) = page::decode(&read.bytes) else {
                 continue;
             };
             let ranges: Vec<Option<usize>> =

@@ -46,14 +46,17 @@ fn empty_keys_are_refused() {
 #[test]
 fn keys_and_values_over_the_limits_are_refused() {
     let (_fs, db) = store();
-    let longest = vec![b'k'; MAX_KEY_BYTES];
+    // The store's limit: half its page less 32 bytes (two keys fit an internal page).
+    let limit = options().max_key_bytes();
+    assert_eq!(limit, (options().page_bytes() / 2 - 32).min(MAX_KEY_BYTES));
+    let longest = vec![b'k'; limit];
     db.put(&longest, b"fits").expect("a key at the limit");
-    let error = db.put(vec![b'k'; MAX_KEY_BYTES + 1], b"x").expect_err("too long");
+    let error = db.put(vec![b'k'; limit + 1], b"x").expect_err("too long");
     assert!(
-        matches!(error, Error::KeyTooLarge { len, max } if len == MAX_KEY_BYTES + 1 && max == MAX_KEY_BYTES),
+        matches!(error, Error::KeyTooLarge { len, max } if len == limit + 1 && max == limit),
         "{error}"
     );
-    assert!(error.to_string().contains(&format!("limit of {MAX_KEY_BYTES} bytes")), "{error}");
+    assert!(error.to_string().contains(&format!("limit of {limit} bytes")), "{error}");
     let error = db.get(vec![b'k'; MAX_KEY_BYTES + 1]).expect_err("too long to read");
     assert!(matches!(error, Error::KeyTooLarge { .. }), "{error}");
     let big = vec![7u8; MAX_VALUE_BYTES + 1];
@@ -62,6 +65,38 @@ fn keys_and_values_over_the_limits_are_refused() {
     assert_eq!(db.get(b"big").expect("get"), None);
     db.delete(&longest).expect("delete");
     unharmed(&db);
+}
+
+/// Keys of every length up to the limit, many sharing long prefixes, many not: the pages
+/// split and every one still fits (an internal page always holds two of them).
+#[test]
+fn keys_up_to_the_limit_make_pages_that_fit() {
+    let (_fs, db) = store();
+    let limit = options().max_key_bytes();
+    let mut written = 1;
+    for i in 0..60usize {
+        let mut shared = vec![b'p'; limit - 8];
+        shared.extend_from_slice(format!("{i:08}").as_bytes());
+        let mut apart = vec![b'a' + (i % 26) as u8; limit];
+        apart[1..9].copy_from_slice(format!("{i:08}").as_bytes());
+        let short = vec![b'b'; 1 + i * (limit - 1) / 59];
+        for key in [shared, apart, short] {
+            db.put(&key, vec![i as u8; 100]).expect("a long key");
+            written += 1;
+        }
+        if i % 20 == 19 {
+            db.checkpoint().expect("checkpoint");
+        }
+    }
+    let report = db.verify().expect("verify");
+    assert!(report.entries <= written && report.entries > 100, "{report:?}");
+    assert!(report.height >= 3, "the tree never grew internal levels: {report:?}");
+    // A bulk load (compaction) of the same keys packs pages to the brim: they fit too.
+    let before: Vec<_> = db.range(..).map(|entry| entry.expect("entry")).collect();
+    db.compact().expect("compact");
+    assert_eq!(db.verify().expect("verify").entries, report.entries);
+    let after: Vec<_> = db.range(..).map(|entry| entry.expect("entry")).collect();
+    assert_eq!(after, before);
 }
 
 #[test]

@@ -175,14 +175,15 @@ fn a_damaged_internal_page_loses_its_range_and_the_leaves_under_it_fill_it_for_s
     let (_, _, root_page) = newest_block(&fs, root);
     assert_eq!(root_page[0], 2, "the root is an internal page");
     // The root's second child: its range lies between the root's first two separators.
+    // (A slotted page: the prefix at 32, then 8-byte slots of head, offset and suffix
+    // length; a separator's child follows its suffix.)
     let separator = |page: &[u8], n: usize| {
-        let mut at = 16;
-        for _ in 0..n {
-            let len = u32::from_le_bytes(page[at..at + 4].try_into().expect("4")) as usize;
-            at += 4 + len + 8;
-        }
-        let len = u32::from_le_bytes(page[at..at + 4].try_into().expect("4")) as usize;
-        (page[at + 4..at + 4 + len].to_vec(), u64_at(page, at + 4 + len))
+        let u16_at = |at: usize| u16::from_le_bytes([page[at], page[at + 1]]) as usize;
+        let prefix_len = u16_at(4);
+        let slot = 32 + prefix_len + 8 * n;
+        let (offset, len) = (u16_at(slot + 4), u16_at(slot + 6));
+        let key = [&page[32..32 + prefix_len], &page[offset..offset + len]].concat();
+        (key, u64_at(page, offset + len))
     };
     let (low, child) = separator(&root_page, 0);
     let (high, _) = separator(&root_page, 1);
@@ -357,14 +358,16 @@ fn damaged_first_checkpoint(fs: &SimFs, checkpoints: &[u32]) -> BTreeMap<Vec<u8>
         }
     }
     db.close().expect("close");
-    let needle = key(10);
+    // The leaf entry of `key00010` (its key's suffix, then the value: kind 0, length 8,
+    // "value 10"), in every copy of the leaf.
+    let needle = [&[0u8, 8, 0][..], b"value 10"].concat();
     for (path, bytes) in fs.snapshot().files {
         if path.extension().is_none_or(|e| e != "blk") {
             continue;
         }
         let mut at = 0;
         while let Some(found) = bytes[at..].windows(needle.len()).position(|w| w == needle) {
-            flip(fs, &path, (at + found + 3) as u64);
+            flip(fs, &path, (at + found + 5) as u64);
             at += found + needle.len();
         }
     }

@@ -9,8 +9,8 @@ use crate::page::OverflowRef;
 use crate::page::Value;
 use crate::tree::Tree;
 
-fn shared(blocks: LogStore, budget: usize) -> Pages {
-    Pages::new(Arc::new(blocks), PageCache::new(budget, 2))
+fn shared(blocks: LogStore, budget: usize, page_bytes: usize) -> Pages {
+    Pages::new(Arc::new(blocks), PageCache::new(budget, 2), page_bytes)
 }
 
 fn meta(tree: &Tree, pages: &BlockPages<'_>, sequence: u64) -> Meta {
@@ -49,7 +49,7 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
     let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
     let (root, next_id, stats) = {
         let blocks = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
-        let shared = shared(blocks, budget);
+        let shared = shared(blocks, budget, 1024);
         let cache = shared.cache();
         let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 1024);
@@ -77,7 +77,7 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
     assert!(stats.misses > 100, "{stats:?}: no page was read back from its block");
 
     let blocks = LogStore::open(&Storage::Os, dir.path(), options).expect("reopen");
-    let pages = shared(blocks, budget);
+    let pages = shared(blocks, budget, 1024);
     let tree = Tree { root, max_page_bytes: 1024 };
     assert!(next_id > root);
     assert!(tree.height(&pages).expect("height") >= 3);
@@ -89,10 +89,10 @@ fn a_damaged_or_missing_page_is_a_typed_error() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
     blocks.write_group(&[(BlockId(7), b"not a page")]).expect("write");
-    let pages = shared(blocks, 1 << 20);
+    let pages = shared(blocks, 1 << 20, 4096);
     match pages.load(7) {
         Err(PagesError::Corrupt { page: 7, source }) => {
-            assert!(source.to_string().contains("unknown page format version"), "{source}")
+            assert!(source.to_string().contains("a page of 10 bytes"), "{source}")
         }
         other => panic!("expected Corrupt, got {other:?}"),
     }
@@ -107,7 +107,7 @@ fn dirty_pages_never_leave_the_cache_before_a_flush() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
     // A cache far too small for the tree: without the dirty rule its pages would be gone.
-    let shared = Pages::new(Arc::new(blocks), PageCache::new(4 << 10, 1));
+    let shared = Pages::new(Arc::new(blocks), PageCache::new(4 << 10, 1), 512);
     let cache = shared.cache();
     let mut pages = BlockPages::new(&shared, 1);
     let mut tree = Tree::create(&mut pages, 512);
@@ -143,7 +143,7 @@ fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_re
     let (meta, old) = {
         let blocks =
             LogStore::open(&Storage::Os, dir.path(), StoreOptions::default()).expect("open");
-        let shared = shared(blocks, 1 << 20);
+        let shared = shared(blocks, 1 << 20, 4096);
         let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 4096);
         let overflow = pages.write_overflow(&big);
@@ -157,7 +157,7 @@ fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_re
         (meta, overflow)
     };
     let blocks = LogStore::open(&Storage::Os, dir.path(), StoreOptions::default()).expect("reopen");
-    let shared = shared(blocks, 1 << 20);
+    let shared = shared(blocks, 1 << 20, 4096);
     assert_eq!(shared.read_meta().expect("meta"), Some(meta));
     let mut pages = BlockPages::new(&shared, meta.next_page);
     let mut tree = Tree { root: meta.root, max_page_bytes: 4096 };
@@ -189,7 +189,7 @@ fn a_64_mib_value_goes_to_overflow_blocks_survives_a_reopen_and_is_freed_when_re
 fn pages_of_this_session_change_in_place_and_older_ones_are_copied() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
-    let shared = shared(blocks, 1 << 20);
+    let shared = shared(blocks, 1 << 20, 4096);
     let mut pages = BlockPages::new(&shared, 1);
     let mut tree = Tree::create(&mut pages, 4096);
     let first_root = tree.root;
@@ -209,7 +209,7 @@ fn pages_of_this_session_change_in_place_and_older_ones_are_copied() {
 fn an_overflow_value_freed_before_its_flush_is_never_written() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
-    let shared = shared(blocks, 1 << 20);
+    let shared = shared(blocks, 1 << 20, 4096);
     let mut pages = BlockPages::new(&shared, 1);
     let overflow = pages.write_overflow(&vec![9u8; 3 << 20]);
     let empty = pages.write_overflow(b"");

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 
 use crate::block_pages::BlockPages;
-use crate::page::{shortest_separator, InternalPage, LeafPage, Page, Value, HEADER_BYTES};
+use crate::page::{shortest_separator, slotted, InternalPage, LeafPage, Page, Value, HEADER_BYTES};
 use crate::tree::PageStore;
 
 /// A tree being built (see the module header).
@@ -20,6 +20,8 @@ pub(super) struct BulkLoad<'a> {
     pub session: BlockPages<'a>,
     /// Bytes a page is filled to.
     target: usize,
+    /// Bytes a page may not pass.
+    page_bytes: usize,
     /// The leaves made so far, each with the separator before it (empty for the first).
     level: Vec<(Vec<u8>, u64)>,
     leaf: LeafPage,
@@ -35,6 +37,7 @@ impl<'a> BulkLoad<'a> {
         BulkLoad {
             session,
             target: max_page_bytes - max_page_bytes / 16,
+            page_bytes: max_page_bytes,
             level: Vec::new(),
             leaf: LeafPage::default(),
             last_key: Vec::new(),
@@ -80,21 +83,42 @@ impl<'a> BulkLoad<'a> {
             let mut children = level.into_iter();
             while let Some((up, first_child)) = children.next() {
                 let mut page = InternalPage::new(first_child, Vec::new());
-                let mut taken = 0;
+                let grown = |page: &InternalPage, separator: &[u8]| {
+                    page.encoded_len() + slotted::SLOT_BYTES + separator.len() + 8
+                };
+                // To the target; but two separators at least, which always fit a page
+                // (`Options::max_key_bytes`), so that a page can always split.
                 for (separator, child) in children.as_slice() {
-                    if page.encoded_len() + 4 + separator.len() + 8 > target && taken >= 2 {
+                    let size = grown(&page, separator);
+                    if size > self.page_bytes || (size > target && page.entries.len() >= 2) {
                         break;
                     }
                     page.entries.push((separator.clone(), *child));
-                    taken += 1;
                 }
-                for _ in 0..taken {
+                for _ in 0..page.entries.len() {
                     children.next();
                 }
-                // A last page of one child would route nothing: take it here instead.
+                // A last page of one child would route nothing: take it here, or, if it
+                // does not fit, hand this page's last separator to that page.
                 if children.len() == 1 {
-                    page.entries.extend(children.next());
+                    let last = children.as_slice()[0].0.clone();
+                    if grown(&page, &last) <= self.page_bytes {
+                        page.entries.extend(children.next());
+                    } else {
+                        let (separator, child) =
+                            page.entries.pop().expect("invariant: two separators were taken");
+                        let rest = children.next().expect("one child is left");
+                        let tail = InternalPage::new(child, vec![rest]);
+                        let id = self.session.allocate();
+                        let tail_id = self.session.store(id, Page::Internal(tail));
+                        let id = self.session.allocate();
+                        let id = self.session.store(id, Page::Internal(page));
+                        parents.push((up, id));
+                        parents.push((separator, tail_id));
+                        continue;
+                    }
                 }
+                debug_assert!(page.encoded_len() <= self.page_bytes && !page.entries.is_empty());
                 let id = self.session.allocate();
                 let id = self.session.store(id, Page::Internal(page));
                 parents.push((up, id));

@@ -428,7 +428,8 @@ fn start(
     let blocks = LogStore::open(storage, &blocks_dir, store_options)?;
     let page_cache = options.page_cache_bytes();
     let shards = (page_cache / (4 << 20)).clamp(1, 64);
-    let pages = Pages::new(Arc::new(blocks), PageCache::new(page_cache, shards));
+    let pages =
+        Pages::new(Arc::new(blocks), PageCache::new(page_cache, shards), options.page_bytes());
     let (meta, reclaim_now) = match pages.read_meta()? {
         Some(meta) => {
             let mut reclaim: Vec<u64> = (meta.orphans_from..meta.next_page).collect();

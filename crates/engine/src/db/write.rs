@@ -23,6 +23,10 @@ impl Inner {
             return Ok(());
         }
         batch.validate()?;
+        let max = self.options.max_key_bytes();
+        if let Some(key) = batch.ops().map(|(key, _)| key).find(|key| key.len() > max) {
+            return Err(Error::KeyTooLarge { len: key.len(), max });
+        }
         self.check_writable()?;
         self.wait_for_room()?;
         let payload = batch.encode();

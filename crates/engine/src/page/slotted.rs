@@ -22,7 +22,7 @@
 //!   u64, first block u64, block count u32), in an internal page the child (u64). The child
 //!   of slot `i` holds the keys from its key up to the next slot's.
 //!
-//! Pages are 4 KiB to 64 KiB (offsets and lengths fit 16 bits). [`check`] validates a page
+//! Pages are 512 bytes to 64 KiB, a power of two (offsets and lengths fit 16 bits). [`check`] validates a page
 //! completely (every field, every entry inside the heap, keys strictly ascending, heads
 //! matching keys); the reader ([`Slotted`]) trusts nothing either: every access is checked
 //! and a bad one answers `None`, because an optimistic reader may see a page mid-change.
@@ -42,8 +42,8 @@ pub const FORMAT_VERSION: u8 = 2;
 pub const HEADER_BYTES: usize = 32;
 /// Bytes of one slot.
 pub const SLOT_BYTES: usize = 8;
-/// The smallest page.
-pub const MIN_PAGE_BYTES: usize = 4 << 10;
+/// The smallest page (stores take 1 KiB and up; smaller ones are for tests).
+pub const MIN_PAGE_BYTES: usize = 512;
 /// The largest page.
 pub const MAX_PAGE_BYTES: usize = 64 << 10;
 
@@ -295,6 +295,9 @@ fn fail<T>(offset: usize, detail: impl Into<String>) -> Result<T, PageError> {
 /// Checks a page image of `page_bytes` completely; `Ok` with its kind when every promise of
 /// the layout holds, so that no read of it can fail or disagree with a decode.
 pub fn check(bytes: &[u8], page_bytes: usize) -> Result<Kind, PageError> {
+    if !page_bytes.is_power_of_two() || !(MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&page_bytes) {
+        return fail(0, format!("a page size of {page_bytes} bytes"));
+    }
     if bytes.len() != page_bytes {
         return fail(0, format!("{} bytes where the store's pages are {page_bytes}", bytes.len()));
     }
@@ -384,6 +387,14 @@ pub fn check(bytes: &[u8], page_bytes: usize) -> Result<Kind, PageError> {
                 }
             }
             Kind::Leaf => {
+                if let Some(ValueAt::Inline { len, .. }) = page.value(index) {
+                    if len > page_bytes / 4 {
+                        return fail(
+                            offset + len,
+                            format!("entry {index}: an inline value of {len} bytes"),
+                        );
+                    }
+                }
                 if let Some(ValueAt::Overflow(overflow)) = page.value(index) {
                     if overflow.blocks == 0
                         || u64::from(overflow.blocks) > overflow.len

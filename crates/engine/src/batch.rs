@@ -17,7 +17,8 @@ pub const BATCH_RECORD: u8 = 1;
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
-/// The largest key, in bytes.
+/// The largest key of any store, in bytes (a store's own limit, `Options::max_key_bytes`,
+/// depends on its page size and may be lower).
 pub const MAX_KEY_BYTES: usize = crate::page::MAX_KEY_BYTES;
 
 /// The largest value, in bytes. Values larger than a quarter of a page are kept in overflow

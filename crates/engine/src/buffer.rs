@@ -31,13 +31,14 @@
 #![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tierkv_io::frames::{FrameError, FrameRead, FrameState, Frames};
 
 use crate::page::slotted::{self, Slotted};
 use crate::page::PageError;
+use crate::striped::Striped;
 
 /// Where pages come from and go to below the frames (the block store, with its tier).
 pub trait PageSource: Send + Sync {
@@ -98,21 +99,6 @@ pub struct Stats {
     pub resident: u64,
 }
 
-const STRIPES: usize = 16;
-
-#[repr(align(128))]
-#[derive(Default)]
-struct Stripe {
-    lookups: AtomicU64,
-    restarts: AtomicU64,
-}
-
-static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
-}
-
 /// The clock's ring and what it knows of each resident page.
 #[derive(Default)]
 struct Clock {
@@ -161,7 +147,8 @@ pub struct BufferPool<S: PageSource> {
     budget: AtomicUsize,
     reserved: AtomicUsize,
     clock: Mutex<Clock>,
-    stripes: [Stripe; STRIPES],
+    lookups: Striped,
+    restarts: Striped,
     source: S,
 }
 
@@ -193,7 +180,8 @@ impl<S: PageSource> BufferPool<S> {
             budget: AtomicUsize::new(budget_bytes),
             reserved: AtomicUsize::new(0),
             clock: Mutex::new(Clock::default()),
-            stripes: Default::default(),
+            lookups: Striped::default(),
+            restarts: Striped::default(),
             source,
         })
     }
@@ -245,18 +233,13 @@ impl<S: PageSource> BufferPool<S> {
             let view = guard.read();
             let result = read(&Slotted::new(&view));
             if guard.validate().is_err() {
-                self.count(|stripe| &stripe.restarts);
+                self.restarts.add(1);
                 continue;
             }
-            self.count(|stripe| &stripe.lookups);
+            self.lookups.add(1);
             return result.ok_or(BufferError::Unreadable { pid });
         }
         Err(BufferError::Unreadable { pid })
-    }
-
-    fn count(&self, counter: impl Fn(&Stripe) -> &AtomicU64) {
-        let stripe = STRIPE.with(|stripe| *stripe);
-        counter(&self.stripes[stripe]).fetch_add(1, Ordering::Relaxed);
     }
 
     /// Loads page `pid` from the source into its frame (unless another thread is loading it
@@ -388,13 +371,10 @@ impl<S: PageSource> BufferPool<S> {
 
     /// The counters now.
     pub fn stats(&self) -> Stats {
-        let sum = |counter: fn(&Stripe) -> &AtomicU64| {
-            self.stripes.iter().map(|stripe| counter(stripe).load(Ordering::Relaxed)).sum()
-        };
         let clock = self.clock();
         Stats {
-            lookups: sum(|stripe| &stripe.lookups),
-            restarts: sum(|stripe| &stripe.restarts),
+            lookups: self.lookups.get(),
+            restarts: self.restarts.get(),
             misses: clock.misses,
             evictions: clock.evictions,
             installs: clock.installs,

@@ -12,8 +12,9 @@
 //! with no I/O under it).
 //!
 //! **Read path.** A reader takes the current `Version` (the memtables and the tree's root)
-//! and the visible sequence number together, under a read lock held for two loads: a
-//! snapshot. It looks in the memtables for the newest version at or below its sequence and
+//! and the visible sequence number together, with no lock and no reference count (`arc-swap`:
+//! the version loaded before and after the sequence, the same both times): a snapshot (a
+//! point read borrows it for the read; `Snapshot` holds it). It looks in the memtables for the newest version at or below its sequence and
 //! then in the tree. Tree pages come from the page cache or are read from their blocks by
 //! the reader itself. Readers never wait for a writer's I/O or fsync.
 //!
@@ -59,6 +60,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use tierkv_io::{FileLock, Storage};
 use tierkv_wal::{Durability, RecordType, Wal};
 
@@ -67,6 +69,7 @@ use crate::block_pages::Pages;
 use crate::memtable::Memtable;
 use crate::meta::Meta;
 use crate::range::KeyRange;
+use crate::striped::Striped;
 use crate::tree::Tree;
 use crate::{Error, Options, Result};
 
@@ -116,7 +119,9 @@ struct Inner {
     pages: Pages,
     /// The log, for appends; `None` when the store was opened read-only.
     wal: Option<Wal>,
-    current: RwLock<Arc<Version>>,
+    /// The version readers read: loaded without a lock or a reference count (`arc-swap`);
+    /// changed only under the checkpointer lock.
+    current: ArcSwap<Version>,
     /// Writers share it from their log append to their memtable insert; a freeze takes it
     /// alone, so that every write up to the freeze point is in the frozen memtable.
     switch: RwLock<()>,
@@ -206,7 +211,7 @@ struct CheckpointSummary {
 
 #[derive(Default)]
 struct Counters {
-    gets: AtomicU64,
+    gets: Striped,
     writes: AtomicU64,
     write_ops: AtomicU64,
     stalls: AtomicU64,
@@ -361,8 +366,8 @@ impl Db {
     /// [`Error::Closed`] once the store is closed, and [`Error::Pages`] when a page or an
     /// overflow value cannot be read (I/O, or damage the checksums caught).
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.snapshot().get(key)
+        self.inner.counters.gets.add(1);
+        self.inner.with_view(|view| view.get(key.as_ref()))
     }
 
     /// Calls `read` with the value of `key`, borrowed, and returns what it returns: no
@@ -387,8 +392,8 @@ impl Db {
         key: impl AsRef<[u8]>,
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>> {
-        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.snapshot().get_with(key, read)
+        self.inner.counters.gets.add(1);
+        self.inner.with_view(|view| view.get_with(key.as_ref(), read))
     }
 
     /// Reads the value of `key` into `buffer`, reusing its allocation, and returns whether
@@ -412,8 +417,8 @@ impl Db {
     ///
     /// As [`get`](Self::get); `buffer` is left empty.
     pub fn get_into(&self, key: impl AsRef<[u8]>, buffer: &mut Vec<u8>) -> Result<bool> {
-        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.snapshot().get_into(key, buffer)
+        self.inner.counters.gets.add(1);
+        self.inner.with_view(|view| view.get_into(key.as_ref(), buffer))
     }
 
     /// Whether `key` has a value. A value in overflow blocks is not read.
@@ -422,8 +427,8 @@ impl Db {
     ///
     /// As [`get`](Self::get).
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        self.inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        self.snapshot().contains_key(key)
+        self.inner.counters.gets.add(1);
+        self.inner.with_view(|view| view.contains_key(key.as_ref()))
     }
 
     /// The entry with the smallest key, or `None` when the store is empty.
@@ -866,11 +871,36 @@ impl Inner {
     }
 
     fn snapshot(self: &Arc<Self>) -> Snapshot {
-        let current = read(&self.current);
-        // Under the read lock: a checkpoint publishes its version only once every write it
-        // covers is visible, and a freeze's new memtable takes writes only after it is
-        // installed, so the version holds every write at or below this sequence.
+        self.with_view(|view| Snapshot {
+            inner: Arc::clone(self),
+            version: Arc::clone(view.version),
+            sequence: view.sequence,
+        })
+    }
+
+    /// Runs `read` on the current version and the visible sequence number, taken together
+    /// without a lock, a reference count or any other write to memory another thread
+    /// reads. The version is loaded before and after the sequence: the same both times, it
+    /// was the current one when the sequence was read, and so it holds every write at or
+    /// below it (a checkpoint publishes its version only once every write it covers is
+    /// visible, and a freeze's new memtable takes writes only after it is installed, so a
+    /// write in a newer version's memtable is visible only after that version is, and the
+    /// second load would have seen it).
+    fn with_view<R>(&self, read: impl FnOnce(snapshot::View<'_>) -> R) -> R {
+        // Bounded in practice: the version changes at most twice a checkpoint, and a retry
+        // needs a change between two loads nanoseconds apart.
+        for _ in 0..1024 {
+            let version = self.current.load();
+            let sequence = self.visible.get();
+            let again = self.current.load();
+            if Arc::ptr_eq(&version, &again) {
+                return read(snapshot::View { inner: self, version: &version, sequence });
+            }
+        }
+        // Versions change only under the checkpointer lock: holding it, one load is enough.
+        let _cp = lock(&self.checkpointer);
+        let version = self.current.load_full();
         let sequence = self.visible.get();
-        Snapshot { inner: Arc::clone(self), version: Arc::clone(&current), sequence }
+        read(snapshot::View { inner: self, version: &version, sequence })
     }
 }

@@ -80,6 +80,7 @@ mod options;
 mod page;
 mod range;
 mod salvage;
+mod striped;
 mod tree;
 
 pub use batch::{WriteBatch, MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};

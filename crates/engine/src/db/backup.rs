@@ -17,7 +17,7 @@ use std::path::Path;
 use bytes::Bytes;
 use tierkv_wal::{Backend, Durability, Lsn};
 
-use super::{batch_record, bulk::BulkLoad, lock, open, read, Db, Inner, Snapshot};
+use super::{batch_record, bulk::BulkLoad, lock, open, Db, Inner, Snapshot};
 use crate::block_pages::BlockPages;
 use crate::page::Value;
 use crate::tree::{PageStore, Tree};
@@ -95,7 +95,7 @@ impl Inner {
     /// Loads `source`'s entries into this new, empty store (see the module header).
     fn load_snapshot(&self, source: &Snapshot) -> Result<()> {
         let mut cp = lock(&self.checkpointer);
-        let old = read(&self.current).tree.clone();
+        let old = self.current.load().tree.clone();
         assert_eq!(cp.meta.sequence, 0, "a backup goes into a new store");
         let inline_max = self.options.max_inline_value();
         let dirty_budget = self.options.dirty_budget();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use tierkv_wal::Lsn;
 
-use super::{lock, read, write, Checkpointer, Epoch, Inner, Version};
+use super::{lock, write, Checkpointer, Epoch, Inner, Version};
 use crate::block_pages::{BlockPages, Pages};
 use crate::memtable::Memtable;
 use crate::meta::{Meta, FIRST_PAGE};
@@ -165,7 +165,9 @@ impl Inner {
         // new memtable.
         let (frozen, sequence) = {
             let _switch = write(&self.switch);
-            let mut current = write(&self.current);
+            // Versions change only here and in `finish`, both under the checkpointer lock
+            // (`cp`), so a load and a store cannot lose another's version.
+            let current = self.current.load_full();
             let nothing_to_delete = cp.reclaim_now.is_empty()
                 && cp.retired.front().is_none_or(|(epoch, _)| epoch.strong_count() > 0);
             if current.mutable.is_empty() && nothing_to_delete {
@@ -173,12 +175,12 @@ impl Inner {
             }
             let frozen = Arc::clone(&current.mutable);
             let sequence = self.log()?.next_lsn().0 - 1;
-            *current = Arc::new(Version {
+            self.current.store(Arc::new(Version {
                 mutable: Arc::new(Memtable::with_capacity(self.options.memtable_max_bytes())),
                 frozen: Some(Arc::clone(&frozen)),
                 tree: current.tree.clone(),
                 epoch: Arc::clone(&current.epoch),
-            });
+            }));
             self.log_bytes.store(0, Ordering::Relaxed);
             (frozen, sequence)
         };
@@ -188,7 +190,7 @@ impl Inner {
         if !self.visible.wait(sequence, &self.failed) {
             return Err(self.check_writable().err().unwrap_or(Error::Closed));
         }
-        let base = Arc::clone(&read(&self.current));
+        let base = self.current.load_full();
         let mut tree = base.tree.clone();
         let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
         let inline_max = self.options.max_inline_value();
@@ -283,15 +285,15 @@ impl Inner {
         self.counters.blocks_reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
         // Publish: readers from now on use the new tree (and no longer need a frozen
         // memtable, which the tree now holds).
-        let mut current = write(&self.current);
+        let current = self.current.load_full();
         let old_epoch = Arc::downgrade(&current.epoch);
-        *current = Arc::new(Version {
+        let memtable_bytes = current.mutable.bytes();
+        self.current.store(Arc::new(Version {
             mutable: Arc::clone(&current.mutable),
             frozen: None,
             tree,
             epoch: Arc::new(Epoch),
-        });
-        let memtable_bytes = current.mutable.bytes();
+        }));
         drop(current);
         // The frozen memtable's room goes back to the page cache.
         self.rebudget(memtable_bytes);

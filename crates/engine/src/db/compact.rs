@@ -5,10 +5,8 @@
 //! Must never: delete a page a snapshot taken before the compaction still reads (the old
 //! pages are retired like a checkpoint's, and go once no reader holds them).
 
-use std::sync::Arc;
-
 use super::bulk::BulkLoad;
-use super::{lock, read, Checkpointer, Inner};
+use super::{lock, Checkpointer, Inner};
 use crate::block_pages::{BlockPages, Pages};
 use crate::page::Page;
 use crate::tree::{PageSource, PageStore, Tree};
@@ -37,7 +35,7 @@ impl Inner {
     fn compact_locked(&self, cp: &mut Checkpointer) -> Result<()> {
         // Under the checkpoint lock nothing else changes the tree; writers go on into the
         // memtable.
-        let base = Arc::clone(&read(&self.current));
+        let base = self.current.load_full();
         let old = base.tree.clone();
         let max = old.max_page_bytes;
         let dirty_budget = self.options.dirty_budget();

@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
+
 use tierkv_blockstore::{LogStore, StoreOptions};
 use tierkv_io::{FileLock, Storage};
 use tierkv_wal::{RecoveryReport, Wal, WalOptions};
@@ -515,7 +517,7 @@ fn start(
         dir: dir.to_path_buf(),
         pages,
         wal,
-        current: RwLock::new(Arc::new(version)),
+        current: ArcSwap::from_pointee(version),
         switch: RwLock::new(()),
         visible: Visibility::new(last),
         checkpointer: Mutex::new(state),

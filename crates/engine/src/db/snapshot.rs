@@ -25,6 +25,81 @@ use crate::page::Value;
 use crate::range::{self, successor, KeyBounds, KeyRange};
 use crate::{Error, Result};
 
+/// A version and a sequence number taken together: a snapshot's, or, for a point read of
+/// the store, borrowed for the read alone (no reference count taken).
+pub(super) struct View<'a> {
+    pub(super) inner: &'a Inner,
+    pub(super) version: &'a Arc<Version>,
+    pub(super) sequence: u64,
+}
+
+impl View<'_> {
+    pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.inner.check_open()?;
+        if let Some(found) = self.memtable_get(key) {
+            return Ok(found.value.map(Vec::from));
+        }
+        match self.version.tree.get(&self.inner.pages, key)? {
+            None => Ok(None),
+            Some(value) => self.resolve(value).map(Some),
+        }
+    }
+
+    pub(super) fn get_with<T>(
+        &self,
+        key: &[u8],
+        read: impl FnOnce(&[u8]) -> T,
+    ) -> Result<Option<T>> {
+        check_key(key)?;
+        self.inner.check_open()?;
+        if let Some(found) = self.memtable_get(key) {
+            return Ok(found.value.map(|value| read(&value)));
+        }
+        match self.version.tree.get(&self.inner.pages, key)? {
+            None => Ok(None),
+            Some(Value::Inline(value)) => Ok(Some(read(&value))),
+            Some(Value::Overflow(overflow)) => {
+                Ok(Some(read(&self.inner.pages.read_overflow(&overflow)?)))
+            }
+        }
+    }
+
+    pub(super) fn get_into(&self, key: &[u8], buffer: &mut Vec<u8>) -> Result<bool> {
+        buffer.clear();
+        let found = self.get_with(key, |value| buffer.extend_from_slice(value))?;
+        Ok(found.is_some())
+    }
+
+    pub(super) fn contains_key(&self, key: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        self.inner.check_open()?;
+        if let Some(found) = self.memtable_get(key) {
+            return Ok(found.value.is_some());
+        }
+        Ok(self.version.tree.get(&self.inner.pages, key)?.is_some())
+    }
+
+    /// The newest version of `key` in the memtables at or below the sequence.
+    fn memtable_get(&self, key: &[u8]) -> Option<Found> {
+        let version = &**self.version;
+        let newer = version.mutable.get(key, self.sequence);
+        let older = version.frozen.as_ref().and_then(|frozen| frozen.get(key, self.sequence));
+        match (newer, older) {
+            (Some(a), Some(b)) => Some(if a.sequence >= b.sequence { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn resolve(&self, value: Value) -> Result<Vec<u8>> {
+        match value {
+            // Without a copy when nothing else holds the bytes (a memtable value).
+            Value::Inline(bytes) => Ok(Vec::from(bytes)),
+            Value::Overflow(overflow) => Ok(self.inner.pages.read_overflow(&overflow)?),
+        }
+    }
+}
+
 /// Entries an iterator's end takes from each source at first: a seek that reads one entry
 /// should not pay for many. Each refill doubles it, up to `ITER_CHUNK_MAX`.
 const ITER_CHUNK_FIRST: usize = 4;
@@ -57,16 +132,7 @@ impl Snapshot {
     /// [`Error::Closed`] once the store is closed, and [`Error::Pages`] when a page or an
     /// overflow value cannot be read (I/O, or damage the checksums caught).
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        let key = key.as_ref();
-        check_key(key)?;
-        self.inner.check_open()?;
-        if let Some(found) = self.memtable_get(key) {
-            return Ok(found.value.map(Vec::from));
-        }
-        match self.version.tree.get(&self.inner.pages, key)? {
-            None => Ok(None),
-            Some(value) => self.resolve(value).map(Some),
-        }
+        self.view().get(key.as_ref())
     }
 
     /// Calls `read` with the value of `key` as of the snapshot, borrowed, and returns what
@@ -81,19 +147,7 @@ impl Snapshot {
         key: impl AsRef<[u8]>,
         read: impl FnOnce(&[u8]) -> T,
     ) -> Result<Option<T>> {
-        let key = key.as_ref();
-        check_key(key)?;
-        self.inner.check_open()?;
-        if let Some(found) = self.memtable_get(key) {
-            return Ok(found.value.map(|value| read(&value)));
-        }
-        match self.version.tree.get(&self.inner.pages, key)? {
-            None => Ok(None),
-            Some(Value::Inline(value)) => Ok(Some(read(&value))),
-            Some(Value::Overflow(overflow)) => {
-                Ok(Some(read(&self.inner.pages.read_overflow(&overflow)?)))
-            }
-        }
+        self.view().get_with(key.as_ref(), read)
     }
 
     /// Reads the value of `key` as of the snapshot into `buffer`, reusing its allocation,
@@ -103,9 +157,7 @@ impl Snapshot {
     ///
     /// As [`get`](Self::get); `buffer` is left empty.
     pub fn get_into(&self, key: impl AsRef<[u8]>, buffer: &mut Vec<u8>) -> Result<bool> {
-        buffer.clear();
-        let found = self.get_with(key, |value| buffer.extend_from_slice(value))?;
-        Ok(found.is_some())
+        self.view().get_into(key.as_ref(), buffer)
     }
 
     /// Whether `key` has a value as of the snapshot. A value in overflow blocks is not
@@ -115,13 +167,7 @@ impl Snapshot {
     ///
     /// As [`get`](Self::get).
     pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let key = key.as_ref();
-        check_key(key)?;
-        self.inner.check_open()?;
-        if let Some(found) = self.memtable_get(key) {
-            return Ok(found.value.is_some());
-        }
-        Ok(self.version.tree.get(&self.inner.pages, key)?.is_some())
+        self.view().contains_key(key.as_ref())
     }
 
     /// The entry with the smallest key, as of the snapshot.
@@ -143,23 +189,8 @@ impl Snapshot {
         self.range(..).next_back().transpose()
     }
 
-    /// The newest version of `key` in the memtables at or below the snapshot's sequence.
-    fn memtable_get(&self, key: &[u8]) -> Option<Found> {
-        let version = &*self.version;
-        let newer = version.mutable.get(key, self.sequence);
-        let older = version.frozen.as_ref().and_then(|frozen| frozen.get(key, self.sequence));
-        match (newer, older) {
-            (Some(a), Some(b)) => Some(if a.sequence >= b.sequence { a } else { b }),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn resolve(&self, value: Value) -> Result<Vec<u8>> {
-        match value {
-            // Without a copy when nothing else holds the bytes (a memtable value).
-            Value::Inline(bytes) => Ok(Vec::from(bytes)),
-            Value::Overflow(overflow) => Ok(self.inner.pages.read_overflow(&overflow)?),
-        }
+    fn view(&self) -> View<'_> {
+        View { inner: &self.inner, version: &self.version, sequence: self.sequence }
     }
 
     /// The entries in `range` as of the snapshot, ascending; `rev()` or
@@ -400,7 +431,7 @@ impl Iter {
             Ok(entry) => entry,
             Err(error) => return Some(Err(error)),
         };
-        match self.snapshot.resolve(value) {
+        match self.snapshot.view().resolve(value) {
             Ok(value) => Some(Ok((key, value))),
             Err(error) => Some(Err(self.fail(error))),
         }

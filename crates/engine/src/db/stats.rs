@@ -2,13 +2,12 @@
 //! copies out, never under the checkpointer's lock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use tierkv_blockstore::StoreStats;
 use tierkv_tiercache::TierStats;
 use tierkv_wal::{Wal, WalStats};
 
-use super::{lock, read, Inner};
+use super::{lock, Inner};
 use crate::cache::CacheStats;
 use crate::Result;
 
@@ -68,7 +67,7 @@ pub struct Stats {
 
 impl Inner {
     pub(super) fn stats(&self) -> Result<Stats> {
-        let version = Arc::clone(&read(&self.current));
+        let version = self.current.load_full();
         let summary = *lock(&self.summary);
         let cache = self.pages.cache();
         let counters = &self.counters;
@@ -84,7 +83,7 @@ impl Inner {
             cache: cache.stats(),
             cache_bytes: cache.used_bytes(),
             cache_budget: cache.budget(),
-            gets: count(&counters.gets),
+            gets: counters.gets.get(),
             writes: count(&counters.writes),
             write_ops: count(&counters.write_ops),
             stalls: count(&counters.stalls),

@@ -42,7 +42,7 @@ impl Inner {
                 .log()?
                 .append(batch_record(), &payload, logged)
                 .map_err(|error| self.fail(error.into()))?;
-            let memtable = Arc::clone(&read(&self.current).mutable);
+            let memtable = Arc::clone(&self.current.load().mutable);
             for (key, value) in batch.ops() {
                 memtable.insert(key, lsn.0, value);
             }
@@ -74,7 +74,7 @@ impl Inner {
             (bytes >= limit, bytes + frozen >= 2 * limit)
         };
         let (due, stall, memtable_bytes) = {
-            let version = read(&self.current);
+            let version = self.current.load();
             let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
             let (due, stall) = full(&version);
             (due, stall, version.mutable.bytes() + frozen)
@@ -92,7 +92,7 @@ impl Inner {
         let mut trigger = lock(&self.trigger);
         loop {
             self.check_writable()?;
-            if !full(&read(&self.current)).1 {
+            if !full(&self.current.load()).1 {
                 return Ok(());
             }
             trigger.kicked = true;

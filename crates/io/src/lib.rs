@@ -55,13 +55,13 @@
 #![warn(missing_docs)]
 
 mod aligned;
-pub mod cgroup;
 mod crc;
 mod error;
 mod file;
 pub mod futex;
+pub mod heap;
 pub mod interrupt;
-pub mod machine;
+pub mod measure;
 mod options;
 mod os;
 pub mod pmem;
@@ -71,7 +71,6 @@ mod sigbus;
 pub mod sim;
 mod sizing;
 mod stats;
-pub mod stress;
 
 pub use aligned::AlignedBuf;
 pub use crc::{crc32c, crc32c_parts};

@@ -16,6 +16,10 @@
 //!
 //! - `torture`: the kill -9 crash torture (`tierkv torture crash`): a child process's
 //!   workload protocol, the model of what it acknowledged, and the check after reopening.
+//! - `stress`: the remap stress (`tierkv stress`): workers read and write self-verifying
+//!   blocks through a mapping while a resizer grows and truncates the file.
+//! - `machine` (the machine and process a measurement ran on, page-cache eviction) and
+//!   `cgroup` (a memory cgroup for side-by-side runs under one limit): what the tools share.
 //!
 //! Benchmarks report figures (JSON, CSV, SVG plots, tables); they never assert on speed. Every
 //! benchmark also runs as a test with tiny parameters, so it cannot rot.
@@ -27,10 +31,13 @@
 mod bars;
 pub mod blocks;
 mod canvas;
+pub mod cgroup;
 pub mod device;
 pub mod engine;
 mod lines;
+pub mod machine;
 pub mod scratch;
+pub mod stress;
 mod summary;
 pub mod tier;
 pub mod torture;

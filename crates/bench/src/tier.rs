@@ -554,7 +554,7 @@ mod tests {
         assert_eq!((points[2].tier.as_str(), points[2].emulation.is_some()), ("optane", true));
         let report = TierReport {
             command: "tierkv bench tier".into(),
-            machine: tierkv_io::machine::machine_info().into(),
+            machine: crate::machine::machine_info().into(),
             records: 0,
             cache_bytes: 0,
             tier_bytes: 1 << 20,
@@ -608,7 +608,7 @@ mod tests {
         };
         let report = TierReport {
             command: String::new(),
-            machine: tierkv_io::machine::machine_info().into(),
+            machine: crate::machine::machine_info().into(),
             records: 0,
             cache_bytes: 0,
             tier_bytes: 0,
@@ -652,7 +652,7 @@ mod tests {
         };
         let report = TierReport {
             command: String::new(),
-            machine: tierkv_io::machine::machine_info().into(),
+            machine: crate::machine::machine_info().into(),
             records: 0,
             cache_bytes: 0,
             tier_bytes: 0,

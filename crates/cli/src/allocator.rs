@@ -11,7 +11,7 @@
 //! - With the `jemalloc` feature (the default): jemalloc, one arena (its per-thread caches
 //!   spare the lock), freed pages given back to the kernel within a second by its background
 //!   thread.
-//! - Without: glibc's malloc limited to one arena (`tierkv_io::machine::limit_malloc_arenas`),
+//! - Without: glibc's malloc limited to one arena (`tierkv_io::heap::limit_malloc_arenas`),
 //!   unless `MALLOC_ARENA_MAX` is set.
 //!
 //! With the `c-peers` feature, jemalloc's symbols are unprefixed: it replaces `malloc` in the
@@ -59,12 +59,12 @@ pub fn configure() -> String {
     }
     #[cfg(not(feature = "jemalloc"))]
     {
-        tierkv_io::machine::limit_malloc_arenas(1)
+        tierkv_io::heap::limit_malloc_arenas(1)
     }
 }
 
 /// Bytes the allocator has handed out and not had back: jemalloc's `stats.allocated`, or
-/// glibc's `mallinfo2` (`tierkv_io::machine::malloc_in_use_bytes`).
+/// glibc's `mallinfo2` (`tierkv_io::measure::malloc_in_use_bytes`).
 pub fn in_use_bytes() -> Option<u64> {
     #[cfg(feature = "jemalloc")]
     {
@@ -74,6 +74,6 @@ pub fn in_use_bytes() -> Option<u64> {
     }
     #[cfg(not(feature = "jemalloc"))]
     {
-        tierkv_io::machine::malloc_in_use_bytes()
+        tierkv_io::measure::malloc_in_use_bytes()
     }
 }

@@ -15,8 +15,8 @@ use tierkv_bench::blocks::{self as blocks_bench, BlocksBenchConfig, Distribution
 use tierkv_bench::device::{self, CacheState, DeviceConfig, IoOp, Pattern};
 use tierkv_bench::engine::{self as engine_bench, EngineBenchConfig, Workload};
 use tierkv_bench::scratch::ScratchDir;
+use tierkv_bench::stress::{self, StressConfig, StressReport};
 use tierkv_bench::wal::{self as wal_bench, WalBenchConfig};
-use tierkv_io::stress::{self, StressConfig, StressReport};
 use tierkv_io::{pmem, AccessMethod, OpenOptions, Storage};
 use tierkv_wal::{Backend, Durability};
 

@@ -3,7 +3,7 @@
 //! The YCSB experiment loads one store (direct reads, the page cache far smaller than the
 //! data), then runs each configuration on a copy of it, in a `tierkv bench ycsb` process of
 //! its own (`--store COPY --skip-load`), and collects their reports. The copy's files are
-//! evicted from the OS page cache first (`tierkv_io::machine::evict_file`): copying them
+//! evicted from the OS page cache first (`tierkv_bench::machine::evict_file`): copying them
 //! cached them, outside the configuration's memory cgroup, and a buffered-read
 //! configuration would otherwise start with its data in memory nobody counts. The OS-cache
 //! configuration's process runs in a memory cgroup of the page cache plus the tier plus
@@ -167,7 +167,7 @@ fn run(
 ) -> Result<TierReport, String> {
     let mut report = TierReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: tierkv_io::machine::machine_info().into(),
+        machine: tierkv_bench::machine::machine_info().into(),
         records: args.records,
         cache_bytes: args.cache_size.bytes(),
         tier_bytes,
@@ -392,7 +392,7 @@ fn evict_dir(dir: &Path) -> Result<f64, String> {
         if file.is_empty() {
             continue;
         }
-        let report = tierkv_io::machine::evict_file(&file)
+        let report = tierkv_bench::machine::evict_file(&file)
             .map_err(|e| format!("cannot evict {} from the page cache: {e}", path.display()))?;
         left = left.max(report.resident_after);
     }

@@ -22,11 +22,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use tierkv_bench::cgroup::MemoryCgroup;
+use tierkv_bench::machine::process_memory_of;
 use tierkv_bench::scratch::{EmptyDirOnInterrupt, ScratchDir, WatchedChild};
 use tierkv_bench::ycsb::driver::{self, EngineRun, PhaseResult, YcsbConfig, YcsbReport};
 use tierkv_bench::ycsb::{plot, WorkloadSpec};
-use tierkv_io::cgroup::MemoryCgroup;
-use tierkv_io::machine::process_memory_of;
 #[cfg(feature = "c-peers")]
 use tierkv_io::AccessMethod;
 use tierkv_wal::Durability;
@@ -188,7 +188,7 @@ pub(crate) fn bench_ycsb(args: YcsbArgs) -> Result<ExitCode, String> {
     let dir = scratch.path();
     let mut report = YcsbReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        machine: tierkv_io::machine::machine_info().into(),
+        machine: tierkv_bench::machine::machine_info().into(),
         records: config.records,
         operations: config.operations,
         duration_s: args.duration.map(|d| d.as_secs_f64()),

@@ -159,7 +159,7 @@ struct ReleaseOnDrop;
 
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
-        tierkv_io::machine::release_free_heap();
+        tierkv_io::heap::release_free_heap();
     }
 }
 

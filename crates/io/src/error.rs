@@ -366,7 +366,9 @@ impl Error {
         Error::from_errno(op, path, errno.raw_os_error())
     }
 
-    pub(crate) fn from_std(op: Op, path: impl Into<PathBuf>, error: std::io::Error) -> Error {
+    /// Maps the error of a `std` call on `path` to the most specific variant: by its OS
+    /// error number when it has one (as `from_errno`), or else as `Io`.
+    pub fn from_std(op: Op, path: impl Into<PathBuf>, error: std::io::Error) -> Error {
         match error.raw_os_error() {
             Some(errno) => Error::from_errno(op, path, errno),
             None => Error::Io { op, path: path.into(), source: error },

@@ -56,7 +56,6 @@
 
 mod aligned;
 mod backoff;
-pub mod cgroup;
 mod crc;
 mod error;
 mod file;
@@ -69,8 +68,9 @@ mod frame_word;
 #[cfg(not(loom))]
 pub mod frames;
 pub mod futex;
+pub mod heap;
 pub mod interrupt;
-pub mod machine;
+pub mod measure;
 mod options;
 mod os;
 pub mod pmem;
@@ -80,7 +80,6 @@ mod sigbus;
 pub mod sim;
 mod sizing;
 mod stats;
-pub mod stress;
 
 pub use aligned::AlignedBuf;
 pub use crc::{crc32c, crc32c_parts};

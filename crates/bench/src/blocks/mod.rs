@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::machine::machine_info;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
-use tierkv_io::machine::machine_info;
 use tierkv_io::{file_system_info, Storage};
 
 use crate::device::{BenchError, Machine};

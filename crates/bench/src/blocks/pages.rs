@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::machine::{device_writes, process_cpu_seconds, process_write_bytes};
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 use tierkv_blockstore::format::BLOCK_HEADER_BYTES;
@@ -40,7 +41,6 @@ use tierkv_blockstore::{
     BlockId, BlockStore, DoublewriteOptions, DoublewriteStore, LogStore, RecoveryReport,
     StoreOptions, StoreStats,
 };
-use tierkv_io::machine::{device_writes, process_cpu_seconds, process_write_bytes};
 use tierkv_io::Storage;
 
 use super::scramble::PageChooser;

@@ -19,8 +19,8 @@ mod types;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::machine::machine_info;
 use indicatif::{ProgressBar, ProgressStyle};
-use tierkv_io::machine::machine_info;
 use tierkv_io::{AccessMethod, OpenOptions, Storage};
 
 pub use runner::Target;

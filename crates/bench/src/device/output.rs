@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
-use tierkv_io::machine::{EvictionMethod, EvictionReport};
+use crate::machine::{EvictionMethod, EvictionReport};
 
 use super::{format_bytes, BenchError, DeviceReport, IoOp, PointResult};
 
@@ -283,7 +283,7 @@ fn csv_row(fields: impl Iterator<Item = String>) -> String {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use tierkv_io::machine::{EvictionMethod, EvictionReport};
+    use crate::machine::{EvictionMethod, EvictionReport};
     use tierkv_io::{AccessMethod, PmemMode};
 
     use super::*;

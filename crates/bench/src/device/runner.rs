@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::machine::{evict_file, process_cpu_seconds, resident_fraction, EvictionReport};
 use hdrhistogram::Histogram;
-use tierkv_io::machine::{evict_file, process_cpu_seconds, resident_fraction, EvictionReport};
 use tierkv_io::{AccessMethod, AlignedBuf, File, OpenOptions, PmemMode, Storage};
 
 use super::{open_for, BenchError, CacheState, DeviceConfig, FileInfo, IoOp, Pattern};

@@ -5,8 +5,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::machine::{EvictionReport, MachineInfo};
 use serde::{Deserialize, Serialize};
-use tierkv_io::machine::{EvictionReport, MachineInfo};
 use tierkv_io::{AccessMethod, PmemMode};
 
 /// Read or write.

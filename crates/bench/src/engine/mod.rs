@@ -32,12 +32,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 
+use crate::machine::{machine_info, malloc_in_use_bytes, process_memory};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tierkv::{Db, Durability, Options};
 use tierkv_io::file_system_info;
-use tierkv_io::machine::{machine_info, malloc_in_use_bytes, process_memory};
 use tierkv_io::AccessMethod;
 
 use crate::device::{BenchError, Machine};

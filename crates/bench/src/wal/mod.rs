@@ -24,10 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::machine::{machine_info, process_cpu_seconds};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
-use tierkv_io::machine::{machine_info, process_cpu_seconds};
 use tierkv_io::{file_system_info, AccessMethod, OpenOptions, PmemMode, Storage};
 use tierkv_wal::{Backend, Durability, RecordType, Wal, WalOptions};
 

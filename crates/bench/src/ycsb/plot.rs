@@ -212,7 +212,7 @@ mod tests {
     fn report(engines: Vec<EngineRun>) -> YcsbReport {
         YcsbReport {
             command: "tierkv bench ycsb".into(),
-            machine: tierkv_io::machine::machine_info().into(),
+            machine: crate::machine::machine_info().into(),
             records: 500,
             operations: 400,
             duration_s: Some(10.0),

@@ -2,4 +2,6 @@
 
 mod blocks;
 mod device;
+mod machine;
+mod stress;
 mod wal;

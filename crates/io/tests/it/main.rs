@@ -6,4 +6,3 @@ mod equivalence;
 mod locks;
 mod methods;
 mod sim;
-mod stress;

@@ -214,34 +214,6 @@ fn growth_falls_back_to_posix_fallocate_where_fallocate_is_unsupported() {
 }
 
 #[test]
-fn eviction_leaves_a_disk_file_cold_and_says_how() {
-    use tierkv_io::machine::{evict_file, resident_fraction, EvictionMethod};
-    let dir = tempfile::tempdir().expect("tempdir");
-    for method in [AccessMethod::Syscall, AccessMethod::Mmap] {
-        let path = dir.path().join(format!("{method}.cold"));
-        let file = open(&path, method, 1);
-        file.write_at(&pattern(1 << 20, 2), 0).expect("write 1 MiB");
-        let mut buf = vec![0u8; 1 << 20];
-        file.read_at(&mut buf, 0).expect("read it into the cache");
-        assert!(resident_fraction(&path).expect("mincore") > 0.9, "{method}: warm after a read");
-        let report = evict_file(&file).expect("evict");
-        assert!(report.resident_before > 0.9, "{method}: {report:?}");
-        assert!(report.resident_after <= 0.01, "{method}: still resident: {report:?}");
-        assert!(
-            matches!(report.method, EvictionMethod::Fadvise | EvictionMethod::DropCaches),
-            "{report:?}"
-        );
-        file.read_at(&mut buf, 0).expect("read after eviction");
-        assert_eq!(buf, pattern(1 << 20, 2), "{method}: eviction loses nothing");
-    }
-    let shm = tempfile::tempdir_in("/dev/shm").expect("shm");
-    let file = open(&shm.path().join("x"), AccessMethod::Syscall, 1);
-    file.write_at(&[1u8; 8192], 0).expect("write");
-    let report = evict_file(&file).expect("evict on tmpfs");
-    assert_eq!(report.method, EvictionMethod::NotApplicable, "tmpfs has nothing colder");
-}
-
-#[test]
 fn persist_ranges_flushes_every_range_behind_one_fence() {
     let shm = Path::new("/dev/shm");
     let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();

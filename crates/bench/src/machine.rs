@@ -1,17 +1,18 @@
-//! What measurement tools need to know about the machine and the process, kept here because
-//! only this crate makes system calls: the CPU and its persistence features, cores, memory and
-//! kernel; the process's CPU time and the bytes it sent to storage (`/proc/self/io`); and
-//! evicting a file from the page cache, with a check of how much of it is still resident.
+//! What measurement tools need to know about the machine and the process: the CPU and its
+//! persistence features, cores, memory and kernel; the process's CPU time, resident memory
+//! and the bytes it sent to storage (`/proc/self/io`); and evicting a file from the page
+//! cache, with a check of how much of it is still resident. The system calls under it are
+//! `tierkv_io::measure`'s (re-exported here), since only tierkv-io makes system calls; the
+//! rest reads `/proc` and `/sys` as files.
 //!
 //! Eviction tries `posix_fadvise(DONTNEED)` first (it touches only this file). If pages are
 //! still resident afterwards and `/proc/sys/vm/drop_caches` is writable (root), it drops every
 //! clean page of the machine. The report says which was used and what stayed resident, so a
 //! "cold" measurement is never claimed without the check behind it.
 
-use std::path::Path;
-
-use crate::pmem::{self, FlushInstruction};
-use crate::{Error, File, Op, Result};
+pub use tierkv_io::measure::{malloc_in_use_bytes, process_cpu_seconds, resident_fraction};
+use tierkv_io::pmem::{self, FlushInstruction};
+use tierkv_io::{File, Result};
 
 /// The machine a measurement ran on.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -55,19 +56,13 @@ pub fn machine_info() -> MachineInfo {
         cpu_model,
         cores: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
         memory_bytes,
-        kernel: rustix::system::uname().release().to_string_lossy().into_owned(),
+        kernel: tierkv_io::measure::kernel_release(),
         flush: cpu.flush,
         clwb: cpu.has_clwb,
         clflushopt: cpu.has_clflushopt,
         clflush: cpu.has_clflush,
         avx512f: cpu.avx512f,
     }
-}
-
-/// CPU time this process has used so far (all threads, user and system), in seconds.
-pub fn process_cpu_seconds() -> f64 {
-    let time = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    time.tv_sec as f64 + time.tv_nsec as f64 * 1e-9
 }
 
 /// Bytes this process has caused to be sent to the storage layer so far: `write_bytes` of
@@ -123,22 +118,6 @@ pub struct ProcessMemory {
     /// Of the resident memory now, the anonymous part (the heap, stacks, anonymous maps);
     /// `None` on kernels before 4.5.
     pub anon_bytes: Option<u64>,
-}
-
-/// Bytes the C library's malloc has handed out and not had back (`mallinfo2`'s `uordblks`
-/// plus `hblkhd`): the heap's live allocations. Resident heap memory above this is memory
-/// malloc holds free without returning it to the kernel. `None` with other C libraries.
-pub fn malloc_in_use_bytes() -> Option<u64> {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: mallinfo2 only reads malloc's counters (glibc 2.33 and later).
-        let info = unsafe { libc::mallinfo2() };
-        Some((info.uordblks + info.hblkhd) as u64)
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        None
-    }
 }
 
 /// Writes since boot by the block device that holds `path`, from
@@ -198,7 +177,7 @@ pub struct EvictionReport {
 pub fn evict_file(file: &File) -> Result<EvictionReport> {
     let path = file.path().to_path_buf();
     let before = resident_fraction(&path)?;
-    if crate::file_system_info(&path)?.is_memory {
+    if tierkv_io::file_system_info(&path)?.is_memory {
         return Ok(EvictionReport {
             method: EvictionMethod::NotApplicable,
             resident_before: before,
@@ -227,99 +206,6 @@ pub fn evict_file(file: &File) -> Result<EvictionReport> {
             resident_before: before,
             resident_after: after,
         }),
-    }
-}
-
-/// Fraction of the pages of the file at `path` that are in the page cache, by `mincore` on a
-/// fresh read-only mapping (which does not itself fault pages in).
-pub fn resident_fraction(path: &Path) -> Result<f64> {
-    let fd = rustix::fs::open(
-        path,
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(|e| Error::from_rustix(Op::Stat, path, e))?;
-    let len = crate::os::fstat_len(&fd, path)?;
-    let Ok(len) = usize::try_from(len) else {
-        return Err(Error::FileTooLarge { op: Op::Map, path: path.to_path_buf() });
-    };
-    if len == 0 {
-        return Ok(0.0);
-    }
-    // SAFETY: a fresh read-only mapping that is never dereferenced, only passed to mincore.
-    let base = unsafe {
-        rustix::mm::mmap(
-            std::ptr::null_mut(),
-            len,
-            rustix::mm::ProtFlags::READ,
-            rustix::mm::MapFlags::SHARED,
-            &fd,
-            0,
-        )
-    }
-    .map_err(|e| Error::from_rustix(Op::Map, path, e))?;
-    let page_bytes = rustix::param::page_size();
-    let pages = len.div_ceil(page_bytes);
-    let mut residency = vec![0u8; pages];
-    // SAFETY: base/len is the mapping just made; residency holds one byte per page.
-    let rc = unsafe { libc::mincore(base, len, residency.as_mut_ptr()) };
-    let errno = std::io::Error::last_os_error();
-    // SAFETY: unmapping the mapping made above.
-    let _ = unsafe { rustix::mm::munmap(base, len) };
-    if rc != 0 {
-        return Err(Error::from_std(Op::Stat, path, errno));
-    }
-    let resident = residency.iter().filter(|&&page| page & 1 != 0).count();
-    Ok(resident as f64 / pages as f64)
-}
-
-/// Limits the C library's malloc to `arenas` arenas for this process, unless the
-/// `MALLOC_ARENA_MAX` environment variable sets a limit already; returns a description of
-/// the allocator in force, for reports.
-///
-/// glibc's malloc gives threads that allocate at the same time arenas of their own (up to 8
-/// per core) and keeps memory freed inside an arena for that arena. The engine's threads
-/// (writers, readers, the checkpoint thread) allocate and free pages and memtable entries
-/// across one another, so the process comes to hold the sum of every arena's peak
-/// (`results/engine/README.md` has the figures). With other C libraries this does nothing.
-pub fn limit_malloc_arenas(arenas: u32) -> String {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        if let Ok(set) = std::env::var("MALLOC_ARENA_MAX") {
-            return format!("glibc malloc, MALLOC_ARENA_MAX={set} from the environment");
-        }
-        let value = libc::c_int::try_from(arenas.max(1)).unwrap_or(libc::c_int::MAX);
-        // SAFETY: mallopt only sets a malloc parameter; M_ARENA_MAX takes any positive count.
-        let set = unsafe { libc::mallopt(libc::M_ARENA_MAX, value) } == 1;
-        match set {
-            true => format!("glibc malloc, {arenas} arenas"),
-            false => "glibc malloc, default arenas (mallopt refused the limit)".into(),
-        }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        let _ = arenas;
-        "the C library's malloc".into()
-    }
-}
-
-/// Gives the kernel back the whole pages malloc holds free (`malloc_trim(0)`), in every
-/// arena, the middle of each heap included; returns whether any were given back. glibc
-/// otherwise returns only the free memory at the top of a heap: what a closed store freed
-/// in the middle of an arena, or in an arena no thread uses any more, stays resident. It
-/// walks every arena under its lock (tens of milliseconds for a few hundred MiB), so call
-/// it where a pause costs nothing, such as after a store closes. With other C libraries
-/// this does nothing.
-pub fn release_free_heap() -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: malloc_trim only returns free memory to the kernel; live allocations are
-        // untouched, and it takes malloc's own locks.
-        unsafe { libc::malloc_trim(0) == 1 }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        false
     }
 }
 
@@ -357,16 +243,5 @@ mod tests {
         assert_eq!(parse_device_writes("1 2 3 4 5 6"), None);
         // A missing path (or tmpfs, with no block device) gives None, not a panic.
         assert_eq!(device_writes(std::path::Path::new("/no/such/path")), None);
-    }
-
-    #[test]
-    fn cpu_time_advances_with_work() {
-        let start = process_cpu_seconds();
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        std::hint::black_box(x);
-        assert!(process_cpu_seconds() > start);
     }
 }

@@ -1,6 +1,7 @@
 //! A memory cgroup, for measurement tools that must run several engines under one and the
 //! same memory limit, page cache included: `tierkv bench ycsb --memory-limit-mib` puts each
-//! engine's process in its own group. Kept here because only this crate makes system calls.
+//! engine's process in its own group. Groups are files under `/sys/fs/cgroup`, handled with
+//! `std::fs` alone: no system call of its own.
 //!
 //! Both hierarchies are handled: cgroup v1 (`memory.limit_in_bytes`, with the swap limit set
 //! to the same value where the kernel has one, so nothing escapes to swap) and cgroup v2
@@ -13,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Op, Result};
+use tierkv_io::{Error, Op, Result};
 
 /// Which cgroup hierarchy holds the memory controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,12 +33,12 @@ pub struct MemoryCgroup {
     limit_bytes: u64,
 }
 
-fn io_error(op: Op, path: &Path, error: &std::io::Error) -> Error {
-    Error::from_errno(op, path, error.raw_os_error().unwrap_or(libc::EIO))
+fn io_error(op: Op, path: &Path, error: std::io::Error) -> Error {
+    Error::from_std(op, path, error)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| io_error(Op::Write, path, &e))
+    std::fs::write(path, text).map_err(|e| io_error(Op::Write, path, e))
 }
 
 fn read_u64(path: &Path) -> Option<u64> {
@@ -87,7 +88,7 @@ impl MemoryCgroup {
             let _ = write(&parent.join("cgroup.subtree_control"), "+memory");
         }
         let dir = parent.join(name);
-        std::fs::create_dir(&dir).map_err(|e| io_error(Op::CreateDir, &dir, &e))?;
+        std::fs::create_dir(&dir).map_err(|e| io_error(Op::CreateDir, &dir, e))?;
         let group = MemoryCgroup { dir, version, limit_bytes };
         let limit = limit_bytes.to_string();
         match version {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tierkv_io::stress::{self, StressConfig};
+use tierkv_bench::stress::{self, StressConfig};
 use tierkv_io::{AccessMethod, PmemMode};
 
 fn seconds() -> f64 {

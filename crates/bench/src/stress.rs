@@ -21,7 +21,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{AccessMethod, Error, File, IoStatsSnapshot, OpenOptions, PmemMode, Result, Storage};
+use tierkv_io::{
+    AccessMethod, Error, File, IoStatsSnapshot, OpenOptions, PmemMode, Result, Storage,
+};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"TKVSTRS1");
 const HEADER_BYTES: usize = 32;
@@ -125,7 +127,7 @@ pub fn run(config: &StressConfig) -> Result<StressReport> {
     )?);
     let block = config.block_bytes as u64;
     file.set_len(config.max_blocks * block)?;
-    let fs_type = crate::file_system_info(&path)?.fs_type;
+    let fs_type = tierkv_io::file_system_info(&path)?.fs_type;
 
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
@@ -355,7 +357,7 @@ fn encode_block(buf: &mut [u8], index: u64, version: u64, writer: u32) {
 }
 
 fn block_crc(buf: &[u8]) -> u32 {
-    crate::crc32c_parts(&[&buf[..28], &buf[HEADER_BYTES..]])
+    tierkv_io::crc32c_parts(&[&buf[..28], &buf[HEADER_BYTES..]])
 }
 
 fn field(buf: &[u8], at: usize) -> u64 {

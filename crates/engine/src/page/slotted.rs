@@ -9,7 +9,8 @@
 //! ```
 //!
 //! - Header (32 bytes): kind (`1` leaf, `2` internal), format version (`2`), entry count
-//!   (u16), prefix length (u16), heap start (u16), the page's LSN (u64: the sequence the
+//!   (u16), prefix length (u16), heap bytes (u16: the heap runs from the page's end less
+//!   this to its end, so a 64 KiB page fits the field), the page's LSN (u64: the sequence the
 //!   checkpoint that wrote it covers), its link (u64: an internal page's first child; a
 //!   leaf's next leaf, 0 for none), the page size (u32), 4 reserved bytes.
 //! - The prefix every key of the page starts with, once.
@@ -312,7 +313,10 @@ pub fn check(bytes: &[u8], page_bytes: usize) -> Result<Kind, PageError> {
         );
     }
     let (count, prefix_len) = (usize::from(le16(bytes, 2)), usize::from(le16(bytes, 4)));
-    let heap_start = usize::from(le16(bytes, 6));
+    let heap_bytes = usize::from(le16(bytes, 6));
+    let Some(heap_start) = page_bytes.checked_sub(heap_bytes) else {
+        return fail(6, format!("a heap of {heap_bytes} bytes in a page of {page_bytes}"));
+    };
     let size = le32(bytes, 24) as usize;
     if size != page_bytes {
         return fail(24, format!("a page of {size} bytes in a store of {page_bytes}-byte pages"));
@@ -507,7 +511,8 @@ fn lay_out<'k>(
         page[slot + 4..slot + 6].copy_from_slice(&(heap as u16).to_le_bytes());
         page[slot + 6..slot + 8].copy_from_slice(&(suffix.len() as u16).to_le_bytes());
     }
-    page[6..8].copy_from_slice(&(heap as u16).to_le_bytes());
+    // The heap's size, not its start: an empty 64 KiB page's start (65,536) has no u16.
+    page[6..8].copy_from_slice(&((page_bytes - heap) as u16).to_le_bytes());
     page
 }
 

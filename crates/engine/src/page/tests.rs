@@ -119,7 +119,7 @@ fn the_layout_is_the_documented_one() {
     let mut expected = vec![0u8; 512];
     // One entry: the whole key is the prefix, and its suffix is empty.
     expected[..8].copy_from_slice(&[1, 2, 1, 0, 2, 0, 0, 0]);
-    expected[6..8].copy_from_slice(&506u16.to_le_bytes());
+    expected[6..8].copy_from_slice(&6u16.to_le_bytes()); // heap bytes
     expected[24..28].copy_from_slice(&512u32.to_le_bytes());
     expected[32..34].copy_from_slice(b"ab");
     expected[34..42].copy_from_slice(&[0, 0, 0, 0, 250, 1, 0, 0]); // head 0, at 506, 0 bytes
@@ -128,7 +128,7 @@ fn the_layout_is_the_documented_one() {
     let internal = Page::Internal(InternalPage::new(7, vec![(b"m".to_vec(), 9)]));
     let mut expected = vec![0u8; 512];
     expected[..8].copy_from_slice(&[2, 2, 1, 0, 1, 0, 0, 0]);
-    expected[6..8].copy_from_slice(&504u16.to_le_bytes());
+    expected[6..8].copy_from_slice(&8u16.to_le_bytes());
     expected[16..24].copy_from_slice(&7u64.to_le_bytes());
     expected[24..28].copy_from_slice(&512u32.to_le_bytes());
     expected[32] = b'm';

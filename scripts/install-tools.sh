@@ -3,13 +3,15 @@
 # `tierkv bench device --compare-fio`), RocksDB's db_bench (rocksdb-tools), and the libraries
 # and headers of the peer engines that the `peers` feature links (`tierkv bench wal` and
 # `tierkv bench ycsb`): SQLite, RocksDB, LMDB and WiredTiger, with WiredTiger's `wt` tool, and
-# the C compiler that builds their shim. Idempotent: installed packages are left alone, and the
+# the C compiler that builds their shim; and clang with libclang, which the `rocksdb` crate's
+# build (the `rocksdb-crate` feature: RocksDB at its current release, built from source) needs
+# for its bindings. Idempotent: installed packages are left alone, and the
 # package lists are refreshed (`apt-get update`, once) only when something is missing.
 # Usable by people and CI; runs apt-get through sudo unless already root.
 set -euo pipefail
 
 packages=(fio rocksdb-tools libsqlite3-dev librocksdb-dev liblmdb-dev libwiredtiger-dev wiredtiger
-    build-essential)
+    build-essential clang libclang-dev)
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
     echo "install-tools: apt-get not found; install these packages with your package manager:" \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Reproduces results/ycsb/: YCSB A-F on tierkv and its six peers (RocksDB, LMDB, WiredTiger,
-# SQLite, redb, fjall), side by side, in two regimes, each engine in a process of its own:
+# Reproduces results/ycsb/: YCSB A-F on tierkv and its seven peers (Debian's RocksDB 7.8, a
+# current RocksDB built from source as `rocksdb-crate`, LMDB, WiredTiger, SQLite, redb, fjall),
+# side by side, in two regimes, each engine in a process of its own:
 # - in memory: 1M records (about 1 GiB), a 3 GiB budget per engine, enough for each to hold
 #   the data in its own cache (LMDB has none: the OS page cache holds it);
 # - out of memory: the same data, a 256 MiB budget per engine, and every engine's process in

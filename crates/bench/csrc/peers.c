@@ -2,6 +2,7 @@
  * The C peers of `tierkv bench ycsb`: RocksDB, LMDB and WiredTiger, from Debian's packages
  * (librocksdb-dev, liblmdb-dev, libwiredtiger-dev), behind one flat interface the Rust
  * adapters in src/ycsb/c_peers.rs call. Built only with the bench crate's `c-peers` feature.
+ * LMDB and WiredTiger are linked; RocksDB is loaded at its first open (see below).
  *
  * Every function returns 0 on success (or 1 for "found" where noted) and -1 on an error,
  * with a malloc'ed message in *err that the caller frees with peer_free. Values handed out
@@ -13,6 +14,8 @@
  * Must never: hand out a pointer into an engine's memory that outlives its transaction, or
  * report success for a write the engine refused.
  */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +53,82 @@ static void *copy(const void *data, size_t len) {
 
 /* ---------------------------------------------------------------- RocksDB */
 
+/*
+ * Debian's RocksDB is loaded with dlopen, not linked: a build with the `rocksdb-crate` feature
+ * also links a current RocksDB (static, from the rocksdb crate) into the binary, with the same
+ * C symbols, and a linked librocksdb would have this shim's calls land in whichever of the two
+ * the linker took first. Loaded RTLD_LOCAL, Debian's library resolves its own symbols within
+ * itself, as the executable does not export the other RocksDB's. It still allocates with the
+ * executable's malloc (jemalloc, when its symbols are unprefixed), as a linked one would.
+ * "librocksdb.so" is librocksdb-dev's link to the library, the one the headers describe.
+ * Each call below goes through dl_<name>, a pointer of the header's own type.
+ */
+#define ROCKSDB_LIBRARY "librocksdb.so"
+
+#define ROCKSDB_FUNCTIONS(X) \
+    X(rocksdb_block_based_options_create) \
+    X(rocksdb_block_based_options_destroy) \
+    X(rocksdb_block_based_options_set_block_cache) \
+    X(rocksdb_block_based_options_set_cache_index_and_filter_blocks) \
+    X(rocksdb_block_based_options_set_filter_policy) \
+    X(rocksdb_cache_create_lru) \
+    X(rocksdb_cache_destroy) \
+    X(rocksdb_close) \
+    X(rocksdb_create_iterator) \
+    X(rocksdb_filterpolicy_create_bloom_full) \
+    X(rocksdb_free) \
+    X(rocksdb_get) \
+    X(rocksdb_iter_destroy) \
+    X(rocksdb_iter_get_error) \
+    X(rocksdb_iter_key) \
+    X(rocksdb_iter_next) \
+    X(rocksdb_iter_seek) \
+    X(rocksdb_iter_valid) \
+    X(rocksdb_iter_value) \
+    X(rocksdb_open) \
+    X(rocksdb_options_create) \
+    X(rocksdb_options_destroy) \
+    X(rocksdb_options_set_block_based_table_factory) \
+    X(rocksdb_options_set_compression) \
+    X(rocksdb_options_set_create_if_missing) \
+    X(rocksdb_options_set_max_background_jobs) \
+    X(rocksdb_options_set_max_write_buffer_number) \
+    X(rocksdb_options_set_use_direct_io_for_flush_and_compaction) \
+    X(rocksdb_options_set_use_direct_reads) \
+    X(rocksdb_options_set_write_buffer_size) \
+    X(rocksdb_put) \
+    X(rocksdb_readoptions_create) \
+    X(rocksdb_readoptions_destroy) \
+    X(rocksdb_writeoptions_create) \
+    X(rocksdb_writeoptions_destroy) \
+    X(rocksdb_writeoptions_disable_WAL) \
+    X(rocksdb_writeoptions_set_sync)
+
+#define DECLARE(name) static __typeof__(name) *dl_##name;
+ROCKSDB_FUNCTIONS(DECLARE)
+#undef DECLARE
+
+static pthread_once_t rocks_once = PTHREAD_ONCE_INIT;
+static char rocks_load_error[512];
+
+static void rocks_load(void) {
+    void *library = dlopen(ROCKSDB_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL) {
+        snprintf(rocks_load_error, sizeof rocks_load_error, "cannot load %s: %s",
+                 ROCKSDB_LIBRARY, dlerror());
+        return;
+    }
+    /* The library stays loaded until the process ends. */
+#define LOAD(name)                                                                         \
+    if ((dl_##name = (__typeof__(name) *)dlsym(library, #name)) == NULL) {                 \
+        snprintf(rocks_load_error, sizeof rocks_load_error, "%s has no %s",                \
+                 ROCKSDB_LIBRARY, #name);                                                  \
+        return;                                                                            \
+    }
+    ROCKSDB_FUNCTIONS(LOAD)
+#undef LOAD
+}
+
 struct rocks {
     rocksdb_t *db;
     rocksdb_options_t *options;
@@ -61,43 +140,51 @@ struct rocks {
 };
 
 /*
- * Block cache of cache_bytes minus the memtables (write_buffer_bytes each, two of them), with
- * index and filter blocks kept in it so they count against it; a 10-bit bloom filter; no
- * compression; O_DIRECT reads and flushes when direct is set.
+ * The settings come from the caller (src/ycsb/rocksdb_config.rs, which gives the same ones
+ * to the RocksDB the rocksdb crate builds): an LRU block cache of block_cache_bytes with the
+ * index and filter blocks kept in it so they count against it; write_buffers memtables of
+ * write_buffer_bytes; a full bloom filter of bloom_bits per key; no compression; O_DIRECT
+ * reads, flushes and compactions when direct is set; each write with sync=true when sync is
+ * set, without the WAL when disable_wal is.
  */
-struct rocks *peer_rocksdb_open(const char *dir, size_t cache_bytes, size_t write_buffer_bytes,
-                                int durability, int direct, int background_jobs, char **err) {
+struct rocks *peer_rocksdb_open(const char *dir, size_t block_cache_bytes,
+                                size_t write_buffer_bytes, int write_buffers, int bloom_bits,
+                                int background_jobs, int direct, int sync, int disable_wal,
+                                char **err) {
+    pthread_once(&rocks_once, rocks_load);
+    if (rocks_load_error[0] != '\0') {
+        fail(err, "%s", rocks_load_error);
+        return NULL;
+    }
     struct rocks *r = calloc(1, sizeof *r);
     if (r == NULL) {
         fail(err, "out of memory");
         return NULL;
     }
-    size_t memtables = 2 * write_buffer_bytes;
-    size_t block_cache = cache_bytes > memtables ? cache_bytes - memtables : cache_bytes / 2;
-    r->options = rocksdb_options_create();
-    rocksdb_options_set_create_if_missing(r->options, 1);
-    rocksdb_options_set_write_buffer_size(r->options, write_buffer_bytes);
-    rocksdb_options_set_max_write_buffer_number(r->options, 2);
-    rocksdb_options_set_compression(r->options, rocksdb_no_compression);
-    rocksdb_options_set_max_background_jobs(r->options, background_jobs);
-    rocksdb_options_set_use_direct_reads(r->options, direct ? 1 : 0);
-    rocksdb_options_set_use_direct_io_for_flush_and_compaction(r->options, direct ? 1 : 0);
-    r->cache = rocksdb_cache_create_lru(block_cache);
-    r->filter = rocksdb_filterpolicy_create_bloom_full(10);
-    r->table = rocksdb_block_based_options_create();
-    rocksdb_block_based_options_set_block_cache(r->table, r->cache);
-    rocksdb_block_based_options_set_cache_index_and_filter_blocks(r->table, 1);
-    rocksdb_block_based_options_set_filter_policy(r->table, r->filter);
-    rocksdb_options_set_block_based_table_factory(r->options, r->table);
-    r->write = rocksdb_writeoptions_create();
-    rocksdb_writeoptions_set_sync(r->write, durability == DURABILITY_SYNC);
-    rocksdb_writeoptions_disable_WAL(r->write, durability == DURABILITY_NONE);
-    r->read = rocksdb_readoptions_create();
+    r->options = dl_rocksdb_options_create();
+    dl_rocksdb_options_set_create_if_missing(r->options, 1);
+    dl_rocksdb_options_set_write_buffer_size(r->options, write_buffer_bytes);
+    dl_rocksdb_options_set_max_write_buffer_number(r->options, write_buffers);
+    dl_rocksdb_options_set_compression(r->options, rocksdb_no_compression);
+    dl_rocksdb_options_set_max_background_jobs(r->options, background_jobs);
+    dl_rocksdb_options_set_use_direct_reads(r->options, direct ? 1 : 0);
+    dl_rocksdb_options_set_use_direct_io_for_flush_and_compaction(r->options, direct ? 1 : 0);
+    r->cache = dl_rocksdb_cache_create_lru(block_cache_bytes);
+    r->filter = dl_rocksdb_filterpolicy_create_bloom_full(bloom_bits);
+    r->table = dl_rocksdb_block_based_options_create();
+    dl_rocksdb_block_based_options_set_block_cache(r->table, r->cache);
+    dl_rocksdb_block_based_options_set_cache_index_and_filter_blocks(r->table, 1);
+    dl_rocksdb_block_based_options_set_filter_policy(r->table, r->filter);
+    dl_rocksdb_options_set_block_based_table_factory(r->options, r->table);
+    r->write = dl_rocksdb_writeoptions_create();
+    dl_rocksdb_writeoptions_set_sync(r->write, sync ? 1 : 0);
+    dl_rocksdb_writeoptions_disable_WAL(r->write, disable_wal ? 1 : 0);
+    r->read = dl_rocksdb_readoptions_create();
     char *error = NULL;
-    r->db = rocksdb_open(r->options, dir, &error);
+    r->db = dl_rocksdb_open(r->options, dir, &error);
     if (error != NULL) {
         fail(err, "rocksdb_open: %s", error);
-        rocksdb_free(error);
+        dl_rocksdb_free(error);
         r->db = NULL;
         return NULL; /* the options leak: a failed open ends the run */
     }
@@ -107,10 +194,10 @@ struct rocks *peer_rocksdb_open(const char *dir, size_t cache_bytes, size_t writ
 int peer_rocksdb_put(struct rocks *r, const char *key, size_t key_len, const char *value,
                      size_t value_len, char **err) {
     char *error = NULL;
-    rocksdb_put(r->db, r->write, key, key_len, value, value_len, &error);
+    dl_rocksdb_put(r->db, r->write, key, key_len, value, value_len, &error);
     if (error != NULL) {
         fail(err, "rocksdb_put: %s", error);
-        rocksdb_free(error);
+        dl_rocksdb_free(error);
         return -1;
     }
     return 0;
@@ -120,50 +207,50 @@ int peer_rocksdb_put(struct rocks *r, const char *key, size_t key_len, const cha
 int peer_rocksdb_get(struct rocks *r, const char *key, size_t key_len, char **value,
                      size_t *value_len, char **err) {
     char *error = NULL;
-    char *found = rocksdb_get(r->db, r->read, key, key_len, value_len, &error);
+    char *found = dl_rocksdb_get(r->db, r->read, key, key_len, value_len, &error);
     if (error != NULL) {
         fail(err, "rocksdb_get: %s", error);
-        rocksdb_free(error);
+        dl_rocksdb_free(error);
         return -1;
     }
     if (found == NULL)
         return 0;
     *value = copy(found, *value_len);
-    rocksdb_free(found);
+    dl_rocksdb_free(found);
     return *value == NULL ? fail(err, "out of memory") : 1;
 }
 
 /* Reads up to count entries from key on; *read says how many. */
 int peer_rocksdb_scan(struct rocks *r, const char *key, size_t key_len, size_t count,
                       visit_fn visit, void *context, size_t *read, char **err) {
-    rocksdb_iterator_t *it = rocksdb_create_iterator(r->db, r->read);
+    rocksdb_iterator_t *it = dl_rocksdb_create_iterator(r->db, r->read);
     *read = 0;
-    for (rocksdb_iter_seek(it, key, key_len); *read < count && rocksdb_iter_valid(it);
-         rocksdb_iter_next(it)) {
+    for (dl_rocksdb_iter_seek(it, key, key_len); *read < count && dl_rocksdb_iter_valid(it);
+         dl_rocksdb_iter_next(it)) {
         size_t k_len, v_len;
-        const char *k = rocksdb_iter_key(it, &k_len);
-        const char *v = rocksdb_iter_value(it, &v_len);
+        const char *k = dl_rocksdb_iter_key(it, &k_len);
+        const char *v = dl_rocksdb_iter_value(it, &v_len);
         visit(context, k, k_len, v, v_len);
         (*read)++;
     }
     char *error = NULL;
-    rocksdb_iter_get_error(it, &error);
-    rocksdb_iter_destroy(it);
+    dl_rocksdb_iter_get_error(it, &error);
+    dl_rocksdb_iter_destroy(it);
     if (error != NULL) {
         fail(err, "rocksdb iterator: %s", error);
-        rocksdb_free(error);
+        dl_rocksdb_free(error);
         return -1;
     }
     return 0;
 }
 
 void peer_rocksdb_close(struct rocks *r) {
-    rocksdb_close(r->db);
-    rocksdb_readoptions_destroy(r->read);
-    rocksdb_writeoptions_destroy(r->write);
-    rocksdb_options_destroy(r->options);
-    rocksdb_block_based_options_destroy(r->table);
-    rocksdb_cache_destroy(r->cache);
+    dl_rocksdb_close(r->db);
+    dl_rocksdb_readoptions_destroy(r->read);
+    dl_rocksdb_writeoptions_destroy(r->write);
+    dl_rocksdb_options_destroy(r->options);
+    dl_rocksdb_block_based_options_destroy(r->table);
+    dl_rocksdb_cache_destroy(r->cache);
     free(r);
 }
 

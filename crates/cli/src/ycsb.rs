@@ -1,5 +1,7 @@
 //! `tierkv bench ycsb`: YCSB's core workloads on tierkv and, in builds with the `peers`
-//! features, on RocksDB, LMDB, WiredTiger, SQLite, redb and fjall, side by side.
+//! features, on RocksDB (Debian's 7.8 as `rocksdb`, and a current release built from source
+//! as `rocksdb-crate`), LMDB, WiredTiger, SQLite, redb and fjall, side by side. Each engine's
+//! run records its version (`EngineRun::version`, from `tierkv_bench::ycsb::versions`).
 //!
 //! With several `--threads` counts, every engine runs at each count in turn (the counts in the
 //! outer loop).
@@ -26,8 +28,10 @@ use tierkv_bench::cgroup::MemoryCgroup;
 use tierkv_bench::machine::process_memory_of;
 use tierkv_bench::scratch::{EmptyDirOnInterrupt, ScratchDir, WatchedChild};
 use tierkv_bench::ycsb::driver::{self, EngineRun, PhaseResult, YcsbConfig, YcsbReport};
+#[cfg(any(feature = "c-peers", feature = "rocksdb-crate"))]
+use tierkv_bench::ycsb::rocksdb_config::RocksConfig;
 use tierkv_bench::ycsb::{plot, WorkloadSpec};
-#[cfg(feature = "c-peers")]
+#[cfg(any(feature = "c-peers", feature = "rocksdb-crate"))]
 use tierkv_io::AccessMethod;
 use tierkv_wal::Durability;
 
@@ -68,8 +72,9 @@ pub(crate) struct YcsbArgs {
     #[arg(long, default_value = "sync")]
     durability: String,
     /// Engines, comma-separated: tierkv, rocksdb, lmdb, wiredtiger, sqlite (the `c-peers`
-    /// feature), redb, fjall (the `rust-peers` feature), or `all` for every one built in.
-    /// Each gets the same memory budget (`--cache-size`).
+    /// feature: Debian's libraries), rocksdb-crate (the `rocksdb-crate` feature: a current
+    /// RocksDB built from source), redb, fjall (the `rust-peers` feature), or `all` for every
+    /// one built in. Each gets the same memory budget (`--cache-size`).
     #[arg(long, value_delimiter = ',', default_value = "tierkv", value_name = NAMES)]
     engines: Vec<String>,
     /// Run each engine in a process of its own.
@@ -116,7 +121,13 @@ fn parse_rate(text: &str) -> Result<f64, String> {
 fn built_engines() -> Vec<&'static str> {
     let mut engines = vec!["tierkv"];
     if cfg!(feature = "c-peers") {
-        engines.extend(["rocksdb", "lmdb", "wiredtiger", "sqlite"]);
+        engines.push("rocksdb");
+    }
+    if cfg!(feature = "rocksdb-crate") {
+        engines.push("rocksdb-crate");
+    }
+    if cfg!(feature = "c-peers") {
+        engines.extend(["lmdb", "wiredtiger", "sqlite"]);
     }
     if cfg!(feature = "rust-peers") {
         engines.extend(["redb", "fjall"]);
@@ -311,7 +322,12 @@ fn print_engine(run: &EngineRun, several_thread_counts: bool) {
         (None, Some(anon)) => memory += &format!(", peak anonymous memory {:.1} MiB", mib(anon)),
         _ => {}
     }
-    println!("\n{}: {}{memory}", run.label(several_thread_counts), run.settings);
+    // The engine's release first, where the report has one.
+    let version = match run.version.as_str() {
+        "" => String::new(),
+        version => format!("{version}; "),
+    };
+    println!("\n{}: {version}{}{memory}", run.label(several_thread_counts), run.settings);
     match &run.failure {
         Some(failure) => println!("failed: {failure}"),
         None => print!("{}", driver::table(&run.phases)),
@@ -456,7 +472,9 @@ fn ycsb_engine(
 ) -> Result<EngineRun, String> {
     let budget = options.cache_size;
     let mib = budget >> 20;
-    let (phases, settings): (Result<Vec<PhaseResult>, String>, String) = match engine {
+    // Each arm gives the phases, the settings and the version that ran.
+    type Ran = (Result<Vec<PhaseResult>, String>, String, String);
+    let (phases, settings, version): Ran = match engine {
         "tierkv" => {
             let db = tierkv::Db::open(dir, options.clone()).map_err(|e| e.to_string())?;
             let store = driver::TierkvStore { db, durability };
@@ -485,19 +503,25 @@ fn ycsb_engine(
                     settings += &format!(", {emulation}");
                 }
             }
-            (phases, settings)
+            (phases, settings, format!("tierkv {}", env!("CARGO_PKG_VERSION")))
         }
         #[cfg(feature = "c-peers")]
         "rocksdb" => {
             use tierkv_bench::ycsb::c_peers::RocksStore;
             let direct = options.read_method == AccessMethod::Direct;
-            let store = RocksStore::open(dir, budget, durability, direct)?;
-            let settings = format!(
-                "{mib} MiB: LRU block cache with index and filter blocks less two memtables of \
-                 {} MiB, bloom 10 bits, no compression, direct I/O {direct}",
-                RocksStore::write_buffer_bytes(budget) >> 20
-            );
-            (driver::run_all(&store, config), settings)
+            let rocks = RocksConfig::for_budget(budget, durability, direct);
+            let store = RocksStore::open_with(dir, &rocks)?;
+            let settings = format!("{mib} MiB: {}", rocks.describe());
+            (driver::run_all(&store, config), settings, store.version().to_string())
+        }
+        #[cfg(feature = "rocksdb-crate")]
+        "rocksdb-crate" => {
+            use tierkv_bench::ycsb::rocksdb_crate::RocksCrateStore;
+            let direct = options.read_method == AccessMethod::Direct;
+            let rocks = RocksConfig::for_budget(budget, durability, direct);
+            let store = RocksCrateStore::open_with(dir, &rocks)?;
+            let settings = format!("{mib} MiB: {}", rocks.describe());
+            (driver::run_all(&store, config), settings, store.version().to_string())
         }
         #[cfg(feature = "c-peers")]
         "lmdb" => {
@@ -506,7 +530,7 @@ fn ycsb_engine(
             let settings = "no cache of its own: reads through its mapping (the OS page \
                             cache); map 64 GiB reserved, read-ahead off"
                 .to_string();
-            (driver::run_all(&store, config), settings)
+            (driver::run_all(&store, config), settings, LmdbStore::version())
         }
         #[cfg(feature = "c-peers")]
         "wiredtiger" => {
@@ -517,7 +541,7 @@ fn ycsb_engine(
                 "cache_size {mib} MiB, checkpoint every 60 s, no block compression, \
                  direct_io=[data] {direct}"
             );
-            (driver::run_all(&store, config), settings)
+            (driver::run_all(&store, config), settings, WiredTigerStore::version())
         }
         #[cfg(feature = "c-peers")]
         "sqlite" => {
@@ -529,24 +553,38 @@ fn ycsb_engine(
                  WITHOUT ROWID table",
                 config.threads.max(1)
             );
-            (driver::run_all(&store, config), settings)
+            (driver::run_all(&store, config), settings, SqliteStore::version())
         }
         #[cfg(feature = "rust-peers")]
         "redb" => {
             use tierkv_bench::ycsb::peers::RedbStore;
             let store = RedbStore::create(&dir.join("ycsb.redb"), budget, durability)?;
-            (driver::run_all(&store, config), format!("cache {mib} MiB, one table"))
+            let settings = format!(
+                "cache {mib} MiB, one table, {}",
+                match durability {
+                    Durability::Buffered =>
+                        "buffered commits with Immediate (redb 4 has no \
+                                             commit that reaches the OS unsynced)",
+                    _ => "a commit per write",
+                }
+            );
+            (driver::run_all(&store, config), settings, RedbStore::version())
         }
         #[cfg(feature = "rust-peers")]
         "fjall" => {
             use tierkv_bench::ycsb::peers::FjallStore;
             let store = FjallStore::open(dir, budget, durability)?;
-            let settings = format!("block cache {mib} MiB, one partition, lz4 (its default)");
-            (driver::run_all(&store, config), settings)
+            let settings = format!(
+                "block cache {mib} MiB, one keyspace, its default compression (none on the \
+                 first two levels, lz4 below)"
+            );
+            (driver::run_all(&store, config), settings, FjallStore::version())
         }
-        other => (Err(format!("engine {other:?} is not in this build")), String::new()),
+        other => {
+            (Err(format!("engine {other:?} is not in this build")), String::new(), String::new())
+        }
     };
-    Ok(EngineRun { settings, ..EngineRun::new(engine, phases?) })
+    Ok(EngineRun { settings, version, ..EngineRun::new(engine, phases?) })
 }
 
 #[cfg(test)]

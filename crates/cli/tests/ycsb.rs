@@ -61,6 +61,10 @@ fn an_isolated_engine_runs_in_a_child_and_its_table_prints() {
     assert_eq!(report["engines"].as_array().expect("engines").len(), 1);
     assert_eq!(report["engines"][0]["engine"], "tierkv");
     assert!(report["engines"][0]["failure"].is_null());
+    // The child's report carried the engine's version to the parent's.
+    let version = format!("tierkv {}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(report["engines"][0]["version"], version.as_str());
+    assert!(stdout.contains(&format!("\ntierkv: {version}; ")), "{stdout}");
     // No cgroup, so no group peak; the child's own anonymous memory was sampled.
     assert!(report["engines"][0]["peak_memory_bytes"].is_null());
     assert!(report["engines"][0]["peak_anon_bytes"].as_u64().expect("sampled") > 0);

@@ -12,10 +12,11 @@
 //! | `none` | `disableWAL` (durable at the next flush) | `MDB_NOSYNC` + `MDB_WRITEMAP` | no log (durable at the next checkpoint) | `synchronous=OFF` |
 //!
 //! Memory and I/O, per engine:
-//! - RocksDB 7.8: an LRU block cache of the budget less its two memtables (each an eighth of
-//!   the budget, at most 64 MiB), index and filter blocks kept in the cache so they count
-//!   against it, 10-bit bloom filters, no compression, two background jobs. `direct` turns
-//!   on O_DIRECT reads, flushes and compactions.
+//! - RocksDB 7.8: the settings of `rocksdb_config::RocksConfig`, which the RocksDB the
+//!   `rocksdb` crate builds (`rocksdb_crate`) gets too: an LRU block cache of the budget less
+//!   its two memtables (each an eighth of the budget, at most 64 MiB), index and filter blocks
+//!   kept in the cache so they count against it, 10-bit bloom filters, no compression, two
+//!   background jobs. `direct` turns on O_DIRECT reads, flushes and compactions.
 //! - LMDB 0.9: no cache of its own; it reads through its mapping, so the OS page cache is its
 //!   cache and only a memory cgroup bounds it. One write transaction per write (LMDB has a
 //!   single writer), one read transaction per read or scan, read-ahead off.
@@ -25,6 +26,10 @@
 //! - SQLite 3: one table `kv(key BLOB PRIMARY KEY, value BLOB) WITHOUT ROWID`, WAL journal,
 //!   no mmap. A connection is single-threaded, so the adapter keeps a pool of `connections`,
 //!   each with a page cache of the budget divided among them. No direct I/O.
+//!
+//! Each adapter's `version` is the library's own, read at run time: RocksDB's from the OPTIONS
+//! file it writes (`versions::rocksdb_version_in`), LMDB's `mdb_version`, WiredTiger's
+//! `wiredtiger_version`, SQLite's `sqlite3_libversion`.
 //!
 //! Must never: claim a durability the engine was not asked for, or let a C pointer outlive
 //! the handle that owns it.
@@ -37,6 +42,8 @@ use std::sync::Mutex;
 use tierkv::Durability;
 
 use super::driver::{materialize, Store};
+use super::rocksdb_config::RocksConfig;
+use super::versions;
 
 mod ffi {
     use std::ffi::{c_char, c_int, c_void};
@@ -49,11 +56,14 @@ mod ffi {
 
         pub fn peer_rocksdb_open(
             dir: *const c_char,
-            cache_bytes: usize,
+            block_cache_bytes: usize,
             write_buffer_bytes: usize,
-            durability: c_int,
-            direct: c_int,
+            write_buffers: c_int,
+            bloom_bits: c_int,
             background_jobs: c_int,
+            direct: c_int,
+            sync: c_int,
+            disable_wal: c_int,
             err: *mut *mut c_char,
         ) -> *mut c_void;
         pub fn peer_rocksdb_put(
@@ -156,6 +166,19 @@ mod ffi {
         ) -> c_int;
         pub fn peer_wt_session_close(session: *mut c_void);
         pub fn peer_wt_close(conn: *mut c_void, err: *mut *mut c_char) -> c_int;
+
+        // The libraries' own, called directly: each returns a static string and sets the
+        // numbers.
+        pub fn mdb_version(
+            major: *mut c_int,
+            minor: *mut c_int,
+            patch: *mut c_int,
+        ) -> *const c_char;
+        pub fn wiredtiger_version(
+            major: *mut c_int,
+            minor: *mut c_int,
+            patch: *mut c_int,
+        ) -> *const c_char;
     }
 }
 
@@ -282,9 +305,21 @@ fn c_scan(handle: *mut c_void, scan: ScanFn, from: &[u8], count: usize) -> Resul
     Ok(read)
 }
 
+/// A library's version from its `(major, minor, patch)` function.
+type VersionFn = unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int) -> *const c_char;
+
+/// `major.minor.patch` as `version` reports it.
+fn library_version(version: VersionFn) -> String {
+    let (mut major, mut minor, mut patch) = (0, 0, 0);
+    // SAFETY: the three out pointers are ours; the returned static string is not used.
+    unsafe { version(&mut major, &mut minor, &mut patch) };
+    format!("{major}.{minor}.{patch}")
+}
+
 /// RocksDB behind the driver.
 pub struct RocksStore {
     db: *mut c_void,
+    version: String,
 }
 
 // SAFETY: a rocksdb_t and the read and write options the shim keeps beside it are safe to
@@ -294,38 +329,50 @@ unsafe impl Send for RocksStore {}
 unsafe impl Sync for RocksStore {}
 
 impl RocksStore {
-    /// Each of the two memtables' size for a budget of `cache_bytes`: an eighth of it,
-    /// between 1 and 64 MiB.
-    pub fn write_buffer_bytes(cache_bytes: usize) -> usize {
-        (cache_bytes / 8).clamp(1 << 20, 64 << 20)
-    }
-
-    /// Opens (creating) a database in `dir`.
+    /// Opens (creating) a database in `dir` with the settings `RocksConfig::for_budget`
+    /// makes.
     pub fn open(
         dir: &Path,
         cache_bytes: usize,
         durability: Durability,
         direct: bool,
     ) -> Result<Self, String> {
+        Self::open_with(dir, &RocksConfig::for_budget(cache_bytes, durability, direct))
+    }
+
+    /// Opens (creating) a database in `dir` with `config`.
+    pub fn open_with(dir: &Path, config: &RocksConfig) -> Result<Self, String> {
         let path = c_path(dir)?;
-        let write_buffer = Self::write_buffer_bytes(cache_bytes);
+        let as_c_int = |n: usize| c_int::try_from(n).map_err(|e| e.to_string());
         let mut err = std::ptr::null_mut();
         // SAFETY: a valid C string and an out pointer; the shim copies what it keeps.
         let db = unsafe {
             ffi::peer_rocksdb_open(
                 path.as_ptr(),
-                cache_bytes,
-                write_buffer,
-                durability_code(durability),
-                c_int::from(direct),
-                2,
+                config.block_cache_bytes,
+                config.write_buffer_bytes,
+                as_c_int(config.write_buffers)?,
+                as_c_int(config.bloom_bits_per_key as usize)?,
+                as_c_int(config.background_jobs)?,
+                c_int::from(config.direct),
+                c_int::from(config.sync),
+                c_int::from(config.disable_wal),
                 &mut err,
             )
         };
         if db.is_null() {
             return Err(take_error(err));
         }
-        Ok(RocksStore { db })
+        let version = format!(
+            "RocksDB {} (Debian's librocksdb)",
+            versions::rocksdb_version_in(dir).unwrap_or_else(|| "of unknown release".into())
+        );
+        Ok(RocksStore { db, version })
+    }
+
+    /// The RocksDB release that runs, as the library wrote it in its OPTIONS file.
+    pub fn version(&self) -> &str {
+        &self.version
     }
 }
 
@@ -387,6 +434,11 @@ impl LmdbStore {
             return Err(take_error(err));
         }
         Ok(LmdbStore { env })
+    }
+
+    /// The linked LMDB's version (`mdb_version`).
+    pub fn version() -> String {
+        format!("LMDB {}", library_version(ffi::mdb_version))
     }
 }
 
@@ -457,6 +509,11 @@ impl WiredTigerStore {
             return Err(take_error(err));
         }
         Ok(WiredTigerStore { conn, sessions: Mutex::new(Vec::new()) })
+    }
+
+    /// The linked WiredTiger's version (`wiredtiger_version`).
+    pub fn version() -> String {
+        format!("WiredTiger {}", library_version(ffi::wiredtiger_version))
     }
 
     /// Runs `op` on a pooled session (opening one when none is free).
@@ -553,6 +610,11 @@ impl SqliteStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(connection);
         Ok(store)
+    }
+
+    /// The linked SQLite's version (`sqlite3_libversion`).
+    pub fn version() -> String {
+        format!("SQLite {}", rusqlite::version())
     }
 
     fn connect(&self) -> Result<rusqlite::Connection, String> {
@@ -661,6 +723,27 @@ mod tests {
         let store = RocksStore::open(dir.path(), 8 << 20, Durability::None, false).expect("open");
         round_trip(&store);
         check(&store);
+        assert!(!store.version().contains("unknown"), "{}", store.version());
+    }
+
+    /// With the `rocksdb-crate` feature the binary holds two RocksDBs; each adapter must run
+    /// its own (the shim loads Debian's at run time, so the linker cannot merge the two).
+    #[cfg(feature = "rocksdb-crate")]
+    #[test]
+    fn the_two_rocksdbs_stay_apart() {
+        use super::super::rocksdb_crate::RocksCrateStore;
+        let debian_dir = tempfile::tempdir().expect("dir");
+        let crate_dir = tempfile::tempdir().expect("dir");
+        let debian =
+            RocksStore::open(debian_dir.path(), 8 << 20, Durability::None, false).expect("open");
+        let bundled = RocksCrateStore::open(crate_dir.path(), 8 << 20, Durability::None, false)
+            .expect("open");
+        round_trip(&debian);
+        round_trip(&bundled);
+        let bundled_release = versions::rocksdb_version_in(crate_dir.path());
+        assert_eq!(bundled_release.as_deref(), Some(versions::rocksdb_bundled()));
+        let debian_release = versions::rocksdb_version_in(debian_dir.path()).expect("OPTIONS");
+        assert_ne!(debian_release, versions::rocksdb_bundled(), "{}", debian.version());
     }
 
     #[test]
@@ -678,6 +761,16 @@ mod tests {
             .expect("open");
         round_trip(&store);
         check(&store);
+    }
+
+    #[test]
+    fn the_libraries_report_their_versions() {
+        for version in [LmdbStore::version(), WiredTigerStore::version(), SqliteStore::version()] {
+            let (_, number) = version.split_once(' ').expect("name and number");
+            assert_eq!(number.split('.').count(), 3, "{version}");
+            assert!(number.split('.').all(|part| part.parse::<u32>().is_ok()), "{version}");
+            assert_ne!(number, "0.0.0", "{version}");
+        }
     }
 
     #[test]

@@ -783,8 +783,13 @@ pub fn table(phases: &[PhaseResult]) -> String {
 /// One engine's phases.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EngineRun {
-    /// `tierkv`, `redb`, `fjall`, …
+    /// `tierkv`, `rocksdb` (Debian's), `rocksdb-crate` (a current release built from
+    /// source), `redb`, `fjall`, …
     pub engine: String,
+    /// The engine's name and release as it ran, e.g. `RocksDB 7.8.3 (Debian's librocksdb)`,
+    /// `fjall 3.1.13` (see `ycsb::versions`); empty in reports made before it was recorded.
+    #[serde(default)]
+    pub version: String,
     /// How the engine was configured: cache, durability, compression, I/O.
     #[serde(default)]
     pub settings: String,
@@ -834,6 +839,7 @@ impl EngineRun {
     pub fn new(engine: &str, phases: Vec<PhaseResult>) -> EngineRun {
         EngineRun {
             engine: engine.into(),
+            version: String::new(),
             settings: String::new(),
             peak_memory_bytes: None,
             peak_anon_bytes: None,
@@ -898,13 +904,15 @@ pub fn comparison(runs: &[EngineRun]) -> String {
     let rate = |phases: &[PhaseResult], name: &str| {
         phases.iter().find(|p| p.phase == name).map(|p| p.ops_per_sec)
     };
-    let mut out = format!("{:<10}", "engine");
+    // The engine column fits the longest name (`rocksdb-crate`), and is at least 10 wide.
+    let width = runs.iter().map(|run| run.engine.chars().count()).fold(10, usize::max);
+    let mut out = format!("{:<width$}", "engine");
     for phase in &phases {
         let _ = write!(out, " {phase:>10}");
     }
     out.push('\n');
     for run in runs {
-        let _ = write!(out, "{:<10}", run.engine);
+        let _ = write!(out, "{:<width$}", run.engine);
         for phase in &phases {
             let cell = rate(&run.phases, phase).map_or("-".into(), |r| format!("{r:.0}"));
             let _ = write!(out, " {cell:>10}");
@@ -913,7 +921,7 @@ pub fn comparison(runs: &[EngineRun]) -> String {
     }
     let ours = runs.iter().find(|run| run.engine == "tierkv");
     if let Some(ours) = ours.filter(|_| runs.len() > 1) {
-        let _ = write!(out, "{:<10}", "ratio");
+        let _ = write!(out, "{:<width$}", "ratio");
         for phase in &phases {
             let best = runs
                 .iter()

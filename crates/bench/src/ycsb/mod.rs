@@ -1,7 +1,11 @@
 //! YCSB's core workloads A–F (issue 7), as YCSB's `workloads/workloada` … `workloadf`
 //! define them: the workload definitions and the request stream (`Requests`) here; the
-//! driver (`driver`), its plots (`plot`) and the peer engines' adapters beside. The
-//! comparison with YCSB's own jar comes next.
+//! driver (`driver`), its plots (`plot`) and the peer engines' adapters beside, each behind
+//! its feature: `c_peers` (`c-peers`: Debian's RocksDB, LMDB, WiredTiger, and SQLite),
+//! `peers` (`rust-peers`: redb and fjall), `rocksdb_crate` (`rocksdb-crate`: a current RocksDB
+//! built from source). `rocksdb_config` (the settings both RocksDBs get) and `versions` (the
+//! peers' versions in the report) are built in every configuration. The comparison with
+//! YCSB's own jar comes next.
 //!
 //! | workload | read | update | insert | scan | read-modify-write | requests |
 //! |---|---|---|---|---|---|---|
@@ -30,6 +34,10 @@ pub mod generator;
 #[cfg(feature = "rust-peers")]
 pub mod peers;
 pub mod plot;
+pub mod rocksdb_config;
+#[cfg(feature = "rocksdb-crate")]
+pub mod rocksdb_crate;
+pub mod versions;
 
 use generator::{ScrambledZipfian, SkewedLatest};
 use serde::{Deserialize, Serialize};

@@ -677,7 +677,9 @@ impl BlockStore for DoublewriteStore {
 
     fn stats(&self) -> StoreStats {
         let file_bytes = self.pages.len() + self.doublewrite.len();
-        self.counters.snapshot(self.live_bytes.load(Ordering::Acquire), file_bytes)
+        let index_bytes =
+            crate::hash_table_bytes::<BlockId, SlotEntry>(read_lock(&self.slots).live.capacity());
+        self.counters.snapshot(self.live_bytes.load(Ordering::Acquire), file_bytes, index_bytes)
     }
 
     fn live_ids(&self) -> Result<Vec<BlockId>, BlockError> {

@@ -199,3 +199,14 @@ pub trait BlockStore: Send + Sync {
     /// Stops background work and syncs. Later calls fail with `BlockError::Closed`.
     fn close(&self) -> Result<(), BlockError>;
 }
+
+/// Bytes a `HashMap<K, V>` (hashbrown) of `capacity` takes: its buckets (a capacity of `n`
+/// has about `n × 8 / 7` of them, rounded up to a power of two), one entry and one control
+/// byte each.
+pub(crate) fn hash_table_bytes<K, V>(capacity: usize) -> u64 {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = (capacity * 8 / 7).next_power_of_two();
+    (buckets * (size_of::<(K, V)>() + 1)) as u64
+}

@@ -603,7 +603,10 @@ impl BlockStore for LogStore {
 
     fn stats(&self) -> StoreStats {
         let index = self.shared.read_index();
-        self.shared.counters.snapshot(index.live_bytes, index.file_bytes)
+        let map = crate::hash_table_bytes::<BlockId, Location>(index.map.capacity());
+        // A B-tree map's entry with its share of a node, roughly.
+        let tombstones = index.tombstones.len() as u64 * 64;
+        self.shared.counters.snapshot(index.live_bytes, index.file_bytes, map + tombstones)
     }
 
     fn live_ids(&self) -> Result<Vec<BlockId>, BlockError> {

@@ -54,6 +54,10 @@ pub struct StoreStats {
     /// log store: blocks the tier returned that failed their check (and were read from the
     /// file instead). Always 0 unless something is wrong with the tier's memory.
     pub tier_rejected: u64,
+    /// Bytes of memory the store's records of its blocks take (the id → location map at its
+    /// capacity, and the tombstones it keeps), estimated from the tables' sizes: memory that
+    /// grows with the data, which its owner counts against its budget.
+    pub index_bytes: u64,
 }
 
 impl StoreStats {
@@ -133,7 +137,7 @@ impl Counters {
     }
 
     /// The counters, with the two space figures the caller knows.
-    pub fn snapshot(&self, live_bytes: u64, file_bytes: u64) -> StoreStats {
+    pub fn snapshot(&self, live_bytes: u64, file_bytes: u64, index_bytes: u64) -> StoreStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         StoreStats {
             groups: get(&self.groups),
@@ -157,6 +161,7 @@ impl Counters {
             doublewrite_bytes: get(&self.doublewrite_bytes),
             in_place_bytes: get(&self.in_place_bytes),
             tier_rejected: get(&self.tier_rejected),
+            index_bytes,
         }
     }
 }

@@ -1,56 +1,64 @@
 //! The tree's pages on a block store: [`Pages`], shared by every reader, and
 //! [`BlockPages`], one checkpoint's changes to them.
 //!
-//! A page is one block of a `BlockStore`, the block id being the page id. [`Pages`] reads
-//! them through the `PageCache`: a read that misses decodes the block (`page::decode`) and
-//! caches it. An id is given out again only after its block is deleted, which happens only
-//! once no tree version a reader holds names it (and the cache lets go of it then), so a
-//! cached page is the page for as long as any reader can reach it, and many threads read at
-//! once without any lock but the cache shard's.
+//! A page is one block of a `BlockStore`, the block id being the page id. [`Pages`] holds
+//! them in the buffer pool's frames (`buffer`), each frame the page's own image: readers
+//! read it in place, optimistically (`tree::read`), and a miss reads the block into its
+//! frame, checked there. An id is given out again only after its block is deleted, which
+//! happens only once no tree version a reader holds names it (and its frame is dropped
+//! then), so a resident page is the page for as long as any reader can reach it.
 //!
 //! [`BlockPages`] is the writer's side, copy on write (see `tree`): a page that existed
 //! when the session began is never changed; its new version gets a new id and the old id is
 //! *retired*: readers of older tree versions may still read it, so its block is deleted
 //! only when the engine says no version needs it (`reclaim`). Pages created in the session
-//! are changed in place. `flush` writes every dirty page, the overflow blocks, the
+//! are changed in place, decoded, in the session's own map (their bytes count against the
+//! pool's budget as reserved). `flush` writes every dirty page, the overflow blocks, the
 //! deletions and optionally the meta record in one atomic group of the block store, so a
-//! crash keeps all of them or none, and only then marks the pages clean, so the cache can
-//! evict them.
+//! crash keeps all of them or none, and only then puts the written images in their frames,
+//! clean, where the clock may evict them.
 //!
 //! **Page ids are given out again.** An id whose block a durable group deleted is
 //! *reusable* (`Pages::reusable`; at open, every id below the meta block's `orphans_from`
 //! that no block holds): a session's new pages take the lowest reusable ids first, then new
 //! ones from `next_id`. So the ids in use stay about as many as the pages, however many
-//! checkpoints rewrite them (the frames of the buffer pool are addressed by page id). A page
-//! at a reused id is written only by the session's last flush, the one with the meta record
-//! that names its tree: a crash before it leaves no block at a reused id that no meta
-//! record accounts for. Early flushes (`flush_early`) write only pages at new ids, which
-//! the meta record calls orphans (from `orphans_from`) until the last flush; once a session
-//! has flushed early, it takes no more reused ids, so the pages it keeps back are at most
-//! what it held at its first early flush.
+//! checkpoints rewrite them (the frames are addressed by page id). A page at a reused id is
+//! written only by the session's last flush, the one with the meta record that names its
+//! tree: a crash before it leaves no block at a reused id that no meta record accounts for.
+//! Early flushes (`flush_early`) write only pages at new ids, which the meta record calls
+//! orphans (from `orphans_from`) until the last flush; once a session has flushed early, it
+//! takes no more reused ids, so the pages it keeps back are at most what it held at its
+//! first early flush.
 //!
 //! A value too large for a leaf goes to overflow blocks (`write_overflow`: 1 MiB each, at
 //! consecutive new ids), written with the next flush, in the same group as the leaf that
-//! points at them; `free_overflow` retires a replaced or deleted value's blocks.
+//! points at them; `free_overflow` retires a replaced or deleted value's blocks. Overflow
+//! blocks never enter the frames.
 //!
-//! Must never: evict a dirty page (`Cached::evictable`); acknowledge a flush before the
-//! block store's group is durable; return a page whose block failed to decode; change or
-//! delete a page that existed when the session began, except through `reclaim`.
+//! Must never: put a page in a frame before the group that holds it is durable;
+//! acknowledge a flush before the block store's group is durable; return a page whose block
+//! failed its check; change or delete a page that existed when the session began, except
+//! through `reclaim`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite, GroupId};
 
-use crate::cache::{allocation_bytes, Cached, PageCache};
+use crate::buffer::{self, BufferError, BufferPool};
 use crate::meta::{Meta, MetaError, META_BLOCK};
+use crate::page::slotted::{self, Kind, Slotted};
 use crate::page::{self, OverflowRef, Page, PageError, Value};
+use crate::tree::read::{self as tree_read, Chunk, Found, ReadError};
 use crate::tree::{PageSource, PageStore};
 
 /// Bytes of a value in each of its overflow blocks (the last one holds the rest).
 pub const OVERFLOW_BLOCK_BYTES: usize = 1 << 20;
+
+/// Address space the frames of one store take (1 TiB): the page ids a store can have are
+/// this over the frame size (134 million at 8 KiB). It costs address space, not memory.
+pub const FRAME_RESERVATION_BYTES: u64 = 1 << 40;
 
 /// Why a page could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +85,26 @@ pub enum PagesError {
         /// The page.
         page: u64,
     },
+    /// The tree points at a page id past what the frames can address.
+    #[error(
+        "page {page} is past the {pages} page ids the frames can address: the tree is \
+         damaged, or the store outgrew its frame reservation"
+    )]
+    Beyond {
+        /// The page.
+        page: u64,
+        /// The ids the frames address.
+        pages: u64,
+    },
+    /// The tree under a root is deeper than any real tree.
+    #[error(
+        "the tree under page {root} is more than {} levels deep: it is damaged",
+        tree_read::MAX_DEPTH
+    )]
+    TooDeep {
+        /// The root.
+        root: u64,
+    },
     /// A value's overflow blocks do not add up to it.
     #[error("the overflow value at block {first} is damaged: {detail}")]
     Overflow {
@@ -93,67 +121,252 @@ pub enum PagesError {
     },
 }
 
-/// A decoded page in the cache.
-pub struct CachedPage {
-    page: Arc<Page>,
-    weight: usize,
-    dirty: AtomicBool,
-    /// The block store's version of the page's block (`NO_VERSION` until it is known: a
-    /// page not written yet, or read from a store that keeps none), for demotion.
-    version: AtomicU64,
-}
-
-/// `CachedPage::version` of a page whose block's version is not known.
-const NO_VERSION: u64 = u64::MAX;
-
-impl CachedPage {
-    fn new(page: Page, dirty: bool, version: Option<GroupId>) -> CachedPage {
-        CachedPage {
-            weight: weight(&page),
-            page: Arc::new(page),
-            dirty: AtomicBool::new(dirty),
-            version: AtomicU64::new(version.map_or(NO_VERSION, |version| version.0)),
-        }
-    }
-
-    /// Offers the page to the block store's tier as it leaves the cache: a clean leaf
-    /// whose version is known, encoded again as its block holds it. Internal pages stay
-    /// out: they are few and hot.
-    fn demote(&self, id: u64, blocks: &dyn BlockStore, page_bytes: usize) {
-        let version = self.version.load(Ordering::Acquire);
-        if version == NO_VERSION || self.dirty.load(Ordering::Acquire) {
-            return;
-        }
-        if let Page::Leaf(_) = &*self.page {
-            let image = page::encode(&self.page, page_bytes);
-            blocks.offer_evicted(BlockId(id), GroupId(version), &image);
+impl From<BufferError<PagesError>> for PagesError {
+    fn from(error: BufferError<PagesError>) -> PagesError {
+        match error {
+            BufferError::Source(error) => error,
+            BufferError::Corrupt { pid, source } => PagesError::Corrupt { page: pid, source },
+            BufferError::Beyond { pid, pages } => PagesError::Beyond { page: pid, pages },
+            BufferError::Unreadable { pid } => PagesError::Corrupt {
+                page: pid,
+                source: PageError {
+                    offset: 0,
+                    detail: "a page that passed its check could not be read".to_string(),
+                },
+            },
         }
     }
 }
 
-impl Cached for CachedPage {
-    fn weight(&self) -> usize {
-        self.weight
-    }
-    fn evictable(&self) -> bool {
-        !self.dirty.load(Ordering::Acquire)
+impl From<ReadError<PagesError>> for PagesError {
+    fn from(error: ReadError<PagesError>) -> PagesError {
+        match error {
+            ReadError::Page(error) => error.into(),
+            ReadError::TooDeep { root } => PagesError::TooDeep { root },
+        }
     }
 }
 
-/// Bytes of the cache's own records of a page (its map entry and queue slots), roughly.
-const CACHE_ENTRY_BYTES: usize = 64;
+/// The block store below the frames: where a miss reads a page, and where a clean leaf the
+/// clock evicts is offered to the tier (`BlockStore::offer_evicted`) as its image, as it is.
+pub struct BlockSource {
+    blocks: Arc<dyn BlockStore>,
+    page_bytes: usize,
+}
 
-/// Bytes of the count `Bytes` keeps for a buffer its slices share.
+impl buffer::PageSource for BlockSource {
+    type Error = PagesError;
+
+    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), PagesError> {
+        let (bytes, version) = self
+            .blocks
+            .read_versioned(BlockId(pid))
+            .map_err(|source| PagesError::Block { page: pid, source })?
+            .ok_or(PagesError::Missing { page: pid })?;
+        if bytes.len() != self.page_bytes {
+            let detail = format!(
+                "a page of {} bytes in a store of {}-byte pages",
+                bytes.len(),
+                self.page_bytes
+            );
+            return Err(PagesError::Corrupt { page: pid, source: PageError { offset: 0, detail } });
+        }
+        Ok((bytes, version.map(|version| version.0)))
+    }
+
+    fn evicted(&self, pid: u64, version: u64, image: &[u8]) {
+        // Internal pages stay out of the tier: they are few and hot.
+        if Slotted::new(image).kind() == Some(Kind::Leaf) {
+            self.blocks.offer_evicted(BlockId(pid), GroupId(version), image);
+        }
+    }
+}
+
+/// The pages on a block store, in the buffer pool's frames; shared by every reader.
+pub struct Pages {
+    pool: BufferPool<BlockSource>,
+    /// The store's page size: every page's encoded size.
+    page_bytes: usize,
+    /// Ids no block holds and no tree version names (see the module header).
+    reusable: Mutex<BTreeSet<u64>>,
+    /// The block store's index bytes, as last counted in the pool's budget.
+    index_counted: Mutex<usize>,
+}
+
+impl Pages {
+    /// Pages of `page_bytes` on `blocks`, in frames of at most `budget` bytes.
+    ///
+    /// # Errors
+    ///
+    /// When the frames' address space cannot be reserved.
+    pub fn new(
+        blocks: Arc<dyn BlockStore>,
+        budget: usize,
+        page_bytes: usize,
+    ) -> tierkv_io::Result<Pages> {
+        let stride = page_bytes.max(tierkv_io::frames::MIN_FRAME_BYTES) as u64;
+        let source = BlockSource { blocks, page_bytes };
+        let pool = BufferPool::new(FRAME_RESERVATION_BYTES / stride, page_bytes, budget, source)?;
+        let pages = Pages {
+            pool,
+            page_bytes,
+            reusable: Mutex::new(BTreeSet::new()),
+            index_counted: Mutex::new(0),
+        };
+        pages.count_index();
+        Ok(pages)
+    }
+
+    /// Counts the block store's records of its blocks (its id → location map) in the pool's
+    /// budget, as they are now: they grow with the pages, so the frames give them room.
+    pub fn count_index(&self) {
+        let now = usize::try_from(self.blocks().stats().index_bytes).unwrap_or(usize::MAX);
+        let mut counted = self.index_counted.lock().unwrap_or_else(PoisonError::into_inner);
+        if now > *counted {
+            self.pool.reserve(now - *counted);
+        } else {
+            self.pool.unreserve(*counted - now);
+        }
+        *counted = now;
+    }
+
+    fn reusable(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        // A set changed by single inserts and removals: consistent even after a panic.
+        self.reusable.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes reusable every id from `FIRST_PAGE` below `below` that no block holds (at open:
+    /// `below` is the meta block's `orphans_from`, under which every block is the tree's or
+    /// listed for deletion). Returns how many.
+    pub fn find_reusable(&self, below: u64) -> Result<usize, PagesError> {
+        let live =
+            self.blocks().live_ids().map_err(|source| PagesError::Block { page: 0, source })?;
+        let mut live = live.into_iter().map(|id| id.0).peekable();
+        let mut found = BTreeSet::new();
+        for id in crate::meta::FIRST_PAGE..below {
+            while live.next_if(|&held| held < id).is_some() {}
+            if live.peek() != Some(&id) {
+                found.insert(id);
+            }
+        }
+        let count = found.len();
+        self.reusable().extend(found);
+        Ok(count)
+    }
+
+    /// How many ids are reusable now.
+    pub fn reusable_count(&self) -> usize {
+        self.reusable().len()
+    }
+
+    /// The block store.
+    pub fn blocks(&self) -> &dyn BlockStore {
+        &*self.pool.source().blocks
+    }
+
+    /// The buffer pool.
+    pub fn pool(&self) -> &BufferPool<BlockSource> {
+        &self.pool
+    }
+
+    /// Looks `key` up in the tree under `root`; an inline value is copied into `value`.
+    pub fn get(&self, root: u64, key: &[u8], value: &mut Vec<u8>) -> Result<Found, PagesError> {
+        Ok(tree_read::get(&self.pool, root, key, value)?)
+    }
+
+    /// The entries at or above `from` of the leaf under `root` that holds `from`, and where
+    /// the next leaf starts (`tree::read::chunk_forward`).
+    pub fn chunk_forward(
+        &self,
+        root: u64,
+        from: &[u8],
+        limit: usize,
+        chunk: &mut Chunk,
+    ) -> Result<(), PagesError> {
+        Ok(tree_read::chunk_forward(&self.pool, root, from, limit, chunk)?)
+    }
+
+    /// The entries below `before` of the leaf under `root` that holds the keys just below
+    /// it, and where that leaf starts (`tree::read::chunk_backward`).
+    pub fn chunk_backward(
+        &self,
+        root: u64,
+        before: Option<&[u8]>,
+        limit: usize,
+        chunk: &mut Chunk,
+    ) -> Result<(), PagesError> {
+        Ok(tree_read::chunk_backward(&self.pool, root, before, limit, chunk)?)
+    }
+
+    /// The value kept in overflow blocks at `overflow`.
+    pub fn read_overflow(&self, overflow: &OverflowRef) -> Result<Vec<u8>, PagesError> {
+        read_overflow(overflow, |id| self.read_block(id))
+    }
+
+    fn read_block(&self, id: u64) -> Result<Vec<u8>, PagesError> {
+        self.blocks()
+            .read(BlockId(id))
+            .map_err(|source| PagesError::Block { page: id, source })?
+            .ok_or(PagesError::Missing { page: id })
+    }
+
+    /// Reads the meta record: `None` for a store that never took a checkpoint.
+    pub fn read_meta(&self) -> Result<Option<Meta>, PagesError> {
+        let page = META_BLOCK.0;
+        let Some(bytes) =
+            self.blocks().read(META_BLOCK).map_err(|source| PagesError::Block { page, source })?
+        else {
+            return Ok(None);
+        };
+        Meta::decode(&bytes).map(Some).map_err(|source| PagesError::Meta { source })
+    }
+}
+
+impl PageSource for Pages {
+    type Error = PagesError;
+
+    /// Page `id`, decoded from its frame (the writer's and the checker's way; readers read
+    /// frames in place).
+    fn load(&self, id: u64) -> Result<Arc<Page>, PagesError> {
+        let mut image = vec![0u8; self.page_bytes];
+        self.pool.read(id, |page| page.copy_image(&mut image))?;
+        debug_assert!(slotted::check(&image, self.page_bytes).is_ok(), "a frame failed its check");
+        let page =
+            page::decode(&image).map_err(|source| PagesError::Corrupt { page: id, source })?;
+        Ok(Arc::new(page))
+    }
+}
+
+/// Reads a value's overflow blocks through `read` and checks they add up to it.
+fn read_overflow(
+    overflow: &OverflowRef,
+    mut read: impl FnMut(u64) -> Result<Vec<u8>, PagesError>,
+) -> Result<Vec<u8>, PagesError> {
+    // The length is only a claim until the blocks are read: reserve at most 64 MiB.
+    let mut value = Vec::with_capacity(overflow.len.min(64 << 20) as usize);
+    for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
+        value.extend_from_slice(&read(id)?);
+        if value.len() as u64 > overflow.len {
+            break;
+        }
+    }
+    if value.len() as u64 != overflow.len {
+        return Err(PagesError::Overflow {
+            first: overflow.first,
+            detail: format!("{} bytes in its blocks, {} expected", value.len(), overflow.len),
+        });
+    }
+    Ok(value)
+}
+
+/// Bytes of a `Bytes` buffer's shared count, for the slices of one buffer.
 const SHARED_BUFFER_BYTES: usize = 48;
 
-/// Bytes a decoded page is counted as in the cache: the allocations that hold it (the
-/// entries' vector at its capacity, each key and inline value), the page's own records in
-/// their `Arc`s, and the cache's map entry and queue slot for it.
+/// Bytes a decoded page of the writer's is counted as: the allocations that hold it (the
+/// entries' vector at its capacity, each key and inline value, or the one buffer they are
+/// slices of) and the page's own record in its `Arc`.
 fn weight(page: &Page) -> usize {
-    let arc = 2 * size_of::<usize>();
-    let fixed = allocation_bytes(arc + size_of::<CachedPage>())
-        + allocation_bytes(arc + size_of::<Page>())
-        + CACHE_ENTRY_BYTES;
+    let fixed = allocation_bytes(2 * size_of::<usize>() + size_of::<Page>());
     fixed
         + match page {
             Page::Leaf(leaf) => {
@@ -187,149 +400,40 @@ fn weight(page: &Page) -> usize {
         }
 }
 
-/// The pages on a block store, read through the page cache; shared by every reader.
-pub struct Pages {
-    blocks: Arc<dyn BlockStore>,
-    cache: PageCache<CachedPage>,
-    /// The store's page size: every page's encoded size.
-    page_bytes: usize,
-    /// Ids no block holds and no tree version names (see the module header).
-    reusable: Mutex<BTreeSet<u64>>,
+/// Bytes an allocation of `len` bytes takes from the heap, by the more costly of the two
+/// kinds of allocator a process may have:
+/// - glibc's: an 8-byte header, rounding to 16, at least 32;
+/// - a size-class one (jemalloc, the `tierkv` binary's; tcmalloc and mimalloc alike): 16-byte
+///   classes up to 128, then four classes to each doubling (160, 192, 224, 256, 320, …,
+///   4096, 5120, 6144, 7168, 8192, 10240, …), so up to a quarter more than asked for.
+///
+/// Counting this rather than `len` keeps a budget honest: a 16-byte key costs 32 bytes, and a
+/// page image of 4,500 bytes costs 5,120.
+pub fn allocation_bytes(len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    let header_rounded = (len + 8).next_multiple_of(16).max(32);
+    let size_class = match len {
+        ..=128 => len.next_multiple_of(16),
+        // Four classes between each power of two and the next: steps of an eighth of the
+        // upper one.
+        _ => len.next_multiple_of(len.next_power_of_two() / 8),
+    };
+    header_rounded.max(size_class)
 }
 
-impl Pages {
-    /// Pages of `page_bytes` on `blocks`, cached in `cache`; the clean leaves the cache
-    /// evicts are offered to the block store's tier (`BlockStore::offer_evicted`).
-    pub fn new(
-        blocks: Arc<dyn BlockStore>,
-        cache: PageCache<CachedPage>,
-        page_bytes: usize,
-    ) -> Pages {
-        let demote_to = Arc::clone(&blocks);
-        let cache = cache.with_eviction_hook(Box::new(move |id, cached: &CachedPage| {
-            cached.demote(id, &*demote_to, page_bytes);
-        }));
-        Pages { blocks, cache, page_bytes, reusable: Mutex::new(BTreeSet::new()) }
-    }
-
-    fn reusable(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
-        // A set changed by single inserts and removals: consistent even after a panic.
-        self.reusable.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Makes reusable every id from `FIRST_PAGE` below `below` that no block holds (at open:
-    /// `below` is the meta block's `orphans_from`, under which every block is the tree's or
-    /// listed for deletion). Returns how many.
-    pub fn find_reusable(&self, below: u64) -> Result<usize, PagesError> {
-        let live =
-            self.blocks.live_ids().map_err(|source| PagesError::Block { page: 0, source })?;
-        let mut live = live.into_iter().map(|id| id.0).peekable();
-        let mut found = BTreeSet::new();
-        for id in crate::meta::FIRST_PAGE..below {
-            while live.next_if(|&held| held < id).is_some() {}
-            if live.peek() != Some(&id) {
-                found.insert(id);
-            }
-        }
-        let count = found.len();
-        self.reusable().extend(found);
-        Ok(count)
-    }
-
-    /// How many ids are reusable now.
-    pub fn reusable_count(&self) -> usize {
-        self.reusable().len()
-    }
-
-    /// The block store.
-    pub fn blocks(&self) -> &dyn BlockStore {
-        &*self.blocks
-    }
-
-    /// The page cache.
-    pub fn cache(&self) -> &PageCache<CachedPage> {
-        &self.cache
-    }
-
-    /// The value kept in overflow blocks at `overflow`.
-    pub fn read_overflow(&self, overflow: &OverflowRef) -> Result<Vec<u8>, PagesError> {
-        read_overflow(overflow, |id| self.read_block(id))
-    }
-
-    fn read_block(&self, id: u64) -> Result<Vec<u8>, PagesError> {
-        self.blocks
-            .read(BlockId(id))
-            .map_err(|source| PagesError::Block { page: id, source })?
-            .ok_or(PagesError::Missing { page: id })
-    }
-
-    /// Reads the meta record: `None` for a store that never took a checkpoint.
-    pub fn read_meta(&self) -> Result<Option<Meta>, PagesError> {
-        let page = META_BLOCK.0;
-        let Some(bytes) =
-            self.blocks.read(META_BLOCK).map_err(|source| PagesError::Block { page, source })?
-        else {
-            return Ok(None);
-        };
-        Meta::decode(&bytes).map(Some).map_err(|source| PagesError::Meta { source })
-    }
-}
-
-impl PageSource for Pages {
-    type Error = PagesError;
-
-    fn load(&self, id: u64) -> Result<Arc<Page>, PagesError> {
-        if let Some(cached) = self.cache.get(id) {
-            return Ok(Arc::clone(&cached.page));
-        }
-        let (bytes, version) = self
-            .blocks
-            .read_versioned(BlockId(id))
-            .map_err(|source| PagesError::Block { page: id, source })?
-            .ok_or(PagesError::Missing { page: id })?;
-        let page =
-            page::decode(&bytes).map_err(|source| PagesError::Corrupt { page: id, source })?;
-        if bytes.len() != self.page_bytes {
-            let detail = format!(
-                "a page of {} bytes in a store of {}-byte pages",
-                bytes.len(),
-                self.page_bytes
-            );
-            return Err(PagesError::Corrupt { page: id, source: PageError { offset: 0, detail } });
-        }
-        let cached = CachedPage::new(page, false, version);
-        Ok(Arc::clone(&self.cache.insert(id, Arc::new(cached)).page))
-    }
-}
-
-/// Reads a value's overflow blocks through `read` and checks they add up to it.
-fn read_overflow(
-    overflow: &OverflowRef,
-    mut read: impl FnMut(u64) -> Result<Vec<u8>, PagesError>,
-) -> Result<Vec<u8>, PagesError> {
-    // The length is only a claim until the blocks are read: reserve at most 64 MiB.
-    let mut value = Vec::with_capacity(overflow.len.min(64 << 20) as usize);
-    for id in overflow.first..overflow.first + u64::from(overflow.blocks) {
-        value.extend_from_slice(&read(id)?);
-        if value.len() as u64 > overflow.len {
-            break;
-        }
-    }
-    if value.len() as u64 != overflow.len {
-        return Err(PagesError::Overflow {
-            first: overflow.first,
-            detail: format!("{} bytes in its blocks, {} expected", value.len(), overflow.len),
-        });
-    }
-    Ok(value)
+/// A page the session changed and has not written.
+struct Dirty {
+    page: Arc<Page>,
+    weight: usize,
 }
 
 /// One writer's changes to the pages (see the module header).
 pub struct BlockPages<'a> {
     pages: &'a Pages,
-    /// The pages changed since the last flush (also in the cache, where holding them here
-    /// keeps them from being evicted, besides their dirty flag).
-    dirty: BTreeMap<u64, Arc<CachedPage>>,
+    /// The pages changed since the last flush, decoded.
+    dirty: BTreeMap<u64, Dirty>,
     /// Overflow blocks written since the last flush.
     overflow: BTreeMap<u64, Arc<Vec<u8>>>,
     /// Blocks to delete with the next flush.
@@ -349,7 +453,13 @@ pub struct BlockPages<'a> {
     /// Bytes `dirty` and `overflow` hold (kept as they change: the checkpoint asks after
     /// every key).
     dirty_bytes: usize,
+    /// Bytes this session has reserved in the pool's budget (`dirty_bytes`, as of the last
+    /// time the difference was worth telling the pool).
+    reserved: usize,
 }
+
+/// How far `dirty_bytes` may drift from what the pool was told before it is told again.
+const RESERVE_STEP: usize = 256 << 10;
 
 impl<'a> BlockPages<'a> {
     /// A session on `pages` whose new pages get ids from `next_id` on (never below
@@ -369,6 +479,7 @@ impl<'a> BlockPages<'a> {
             fresh_from: next_id,
             next_id,
             dirty_bytes: 0,
+            reserved: 0,
         }
     }
 
@@ -386,6 +497,22 @@ impl<'a> BlockPages<'a> {
     #[cfg(test)]
     pub fn dirty_bytes(&self) -> usize {
         self.dirty_bytes
+    }
+
+    /// Tells the pool what the session holds outside the frames, when it moved by a step
+    /// (or `exact`).
+    fn reserve(&mut self, exact: bool) {
+        let (now, told) = (self.dirty_bytes, self.reserved);
+        if now == told || (!exact && now.abs_diff(told) < RESERVE_STEP) {
+            return;
+        }
+        let pool = self.pages.pool();
+        if now > told {
+            pool.reserve(now - told);
+        } else {
+            pool.unreserve(told - now);
+        }
+        self.reserved = now;
     }
 
     /// Whether the pages an early flush could write pass `budget`: all dirty bytes until
@@ -410,7 +537,7 @@ impl<'a> BlockPages<'a> {
     /// Deletes blocks that no tree version needs any more, with the next flush.
     pub fn reclaim(&mut self, ids: impl IntoIterator<Item = u64>) {
         for id in ids {
-            self.pages.cache.remove(id);
+            self.pages.pool().discard(id);
             self.deleted.insert(id);
         }
     }
@@ -429,6 +556,7 @@ impl<'a> BlockPages<'a> {
             self.dirty_bytes += chunk.len();
             self.overflow.insert(id, Arc::new(chunk));
         }
+        self.reserve(false);
         OverflowRef { len: value.len() as u64, first, blocks: blocks as u32 }
     }
 
@@ -455,8 +583,7 @@ impl<'a> BlockPages<'a> {
             self.retired.push(id);
             return;
         }
-        self.pages.cache.remove(id);
-        let page = self.dirty.remove(&id).map(|cached| cached.weight);
+        let page = self.dirty.remove(&id).map(|dirty| dirty.weight);
         let chunk = self.overflow.remove(&id).map(|chunk| chunk.len());
         let unwritten = page.is_some() | chunk.is_some();
         self.dirty_bytes -= page.unwrap_or(0) + chunk.unwrap_or(0);
@@ -464,18 +591,19 @@ impl<'a> BlockPages<'a> {
             self.reused_bytes -= page.unwrap_or(0);
         }
         if unwritten {
-            // Never on disk and named by nothing: another page may have it.
+            // Never on disk, never in a frame, and named by nothing: another page may have it.
             self.pages.reusable().insert(id);
         } else {
-            // A flush wrote it.
+            // A flush wrote it (and put it in its frame).
+            self.pages.pool().discard(id);
             self.deleted.insert(id);
         }
         debug_assert!(self.reused_bytes <= self.dirty_bytes);
     }
 
     /// Writes every dirty page and overflow block and every deletion in one atomic group,
-    /// with the meta record `meta` if given, and marks the pages clean once it is durable.
-    /// On an error the pages stay dirty (a later flush may retry).
+    /// with the meta record `meta` if given, and puts the pages in their frames, clean,
+    /// once it is durable. On an error the pages stay dirty (a later flush may retry).
     pub fn flush(&mut self, meta: Option<&Meta>) -> Result<(), BlockError> {
         self.flush_some(meta, true)?;
         // The pages at reused ids are on disk with the meta record that names them.
@@ -518,35 +646,40 @@ impl<'a> BlockPages<'a> {
             .collect();
         // CRASH: the group lands whole or not at all; a page at a reused id goes only with
         // the meta record naming its tree (`with_reused`), so none is left unaccounted for.
-        let version = self.pages.blocks.apply_checkpoint_group(&group)?;
+        let version = self.pages.blocks().apply_checkpoint_group(&group)?;
         let overflow_bytes: usize = self.overflow.values().map(|chunk| chunk.len()).sum();
         self.overflow.clear();
         self.dirty_bytes -= overflow_bytes;
         // Deleted by a durable group and named by no tree version: given out again.
         self.pages.reusable().extend(std::mem::take(&mut self.deleted));
-        for id in writes {
-            let cached = self.dirty.remove(&id).expect("invariant: a written page was dirty");
-            self.dirty_bytes -= cached.weight;
-            cached.version.store(version.0, Ordering::Release);
-            cached.dirty.store(false, Ordering::Release);
+        let pool = self.pages.pool();
+        for (id, image) in writes.into_iter().zip(&encoded) {
+            let dirty = self.dirty.remove(&id).expect("invariant: a written page was dirty");
+            self.dirty_bytes -= dirty.weight;
+            // Durable now, so it may be read from its frame. A page the frames cannot hold
+            // (an id past the reservation) is left to the block store: its readers get the
+            // same error from the pool that this install got.
+            let installed = pool.install(id, image, version.0);
+            debug_assert!(
+                matches!(installed, Ok(()) | Err(BufferError::Beyond { .. })),
+                "installing page {id}: {installed:?}"
+            );
         }
         debug_assert!(with_reused || self.dirty.keys().all(|id| self.reused.contains(id)));
         debug_assert_eq!(self.dirty.is_empty(), self.dirty_bytes == 0);
-        // The pages just written may leave now, if the cache needs the room.
-        self.pages.cache.trim();
+        self.reserve(true);
+        self.pages.count_index();
         Ok(())
     }
 }
 
 impl Drop for BlockPages<'_> {
-    /// Pages never written (a session given up after an error) leave the cache: nothing
-    /// points at them, and their reused ids are free again.
+    /// Pages never written (a session given up after an error) are dropped: nothing points
+    /// at them, their reused ids are free again, and their bytes leave the pool's budget.
     fn drop(&mut self) {
-        for id in self.dirty.keys() {
-            self.pages.cache.remove(*id);
-        }
         let unwritten = std::mem::take(&mut self.reused);
         self.pages.reusable().extend(unwritten);
+        self.pages.pool().unreserve(self.reserved);
     }
 }
 
@@ -554,38 +687,32 @@ impl PageSource for BlockPages<'_> {
     type Error = PagesError;
 
     fn load(&self, id: u64) -> Result<Arc<Page>, PagesError> {
-        self.pages.load(id)
+        match self.dirty.get(&id) {
+            Some(dirty) => Ok(Arc::clone(&dirty.page)),
+            None => self.pages.load(id),
+        }
     }
 }
 
 impl PageStore for BlockPages<'_> {
     /// A page of this session is changed in place; an older one gets a new id, and is
     /// retired.
-    fn store(&mut self, id: u64, mut page: Page) -> u64 {
-        match &mut page {
-            // The cache keeps it as one buffer, not slices of the pages it was made from
-            // (and with its search heads, as `pack` builds them).
-            Page::Leaf(leaf) => leaf.pack(),
-            // Cached pages do not change, so their separators can have search heads too.
-            Page::Internal(internal) => internal.build_heads(),
-        }
+    fn store(&mut self, id: u64, page: Page) -> u64 {
         let id = if self.is_fresh(id) {
             id
         } else {
             self.retired.push(id);
             self.allocate()
         };
-        let cached = Arc::new(CachedPage::new(page, true, None));
-        let cache = &self.pages.cache;
-        cache.remove(id);
-        cache.insert(id, Arc::clone(&cached));
+        let weight = weight(&page);
         let reused = self.reused.contains(&id);
-        self.dirty_bytes += cached.weight;
-        self.reused_bytes += if reused { cached.weight } else { 0 };
-        if let Some(old) = self.dirty.insert(id, cached) {
+        self.dirty_bytes += weight;
+        self.reused_bytes += if reused { weight } else { 0 };
+        if let Some(old) = self.dirty.insert(id, Dirty { page: Arc::new(page), weight }) {
             self.dirty_bytes -= old.weight;
             self.reused_bytes -= if reused { old.weight } else { 0 };
         }
+        self.reserve(false);
         id
     }
 

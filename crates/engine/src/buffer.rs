@@ -17,18 +17,16 @@
 //! image to the source (`PageSource::evicted`: the tier below) before its memory goes back
 //! to the kernel.
 //!
-//! **Memory.** The budget counts each resident frame at its stride, plus `reserved` bytes
-//! (what the checkpoint holds outside the frames), plus the ring; `install` and `load` evict
+//! **Memory.** The budget counts each resident frame at its stride, plus the ring, plus the
+//! frames' words up to the highest page id used, plus `reserved` bytes (what the engine
+//! holds outside the frames that grows with the pages: the checkpoint's dirty pages, the
+//! block store's map); `install` and `load` evict
 //! first so that the sum stays under it (when every page is locked, it passes the budget
 //! and counts that in `Stats::over_budget`).
 //!
 //! Must never: let a reader see a frame whose page failed its check; evict a page without
 //! its exclusive latch; change a resident page's bytes except through `install` (a page id
 //! is given a new image only while no tree version a reader holds can reach it).
-
-// The engine's tree moves onto the pool in the next step of its redesign (issue 25); until
-// then only the tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -106,6 +104,8 @@ struct Clock {
     /// Page id → (place on the ring, version in the source).
     places: HashMap<u64, (usize, u64)>,
     hand: usize,
+    /// The highest page id loaded or installed: the frames' words are touched up to it.
+    highest: u64,
     misses: u64,
     evictions: u64,
     installs: u64,
@@ -114,6 +114,7 @@ struct Clock {
 
 impl Clock {
     fn add(&mut self, pid: u64, version: u64) {
+        self.highest = self.highest.max(pid);
         if let Some(place) = self.places.get_mut(&pid) {
             place.1 = version;
             return;
@@ -192,6 +193,7 @@ impl<S: PageSource> BufferPool<S> {
     }
 
     /// The page size.
+    #[cfg(test)]
     pub fn page_bytes(&self) -> usize {
         self.page_bytes
     }
@@ -318,19 +320,37 @@ impl<S: PageSource> BufferPool<S> {
         self.make_room(0);
     }
 
-    /// Sets the bytes held outside the frames that count against the budget.
-    pub fn set_reserved(&self, bytes: usize) {
-        self.reserved.store(bytes, Ordering::Relaxed);
+    /// Counts `bytes` more held outside the frames against the budget (a writer's pages
+    /// not yet written), evicting to make room for them.
+    pub fn reserve(&self, bytes: usize) {
+        self.reserved.fetch_add(bytes, Ordering::Relaxed);
         self.make_room(0);
     }
 
-    fn used(&self, resident: usize) -> usize {
-        resident * (self.stride + CLOCK_ENTRY_BYTES) + self.reserved.load(Ordering::Relaxed)
+    /// Counts `bytes` less held outside the frames (given back by `reserve`'s caller).
+    pub fn unreserve(&self, bytes: usize) {
+        let before = self.reserved.fetch_sub(bytes, Ordering::Relaxed);
+        debug_assert!(before >= bytes, "more bytes given back than were reserved");
+    }
+
+    /// The budget, bytes.
+    pub fn budget(&self) -> usize {
+        self.budget.load(Ordering::Relaxed)
+    }
+
+    /// Bytes counted with `resident` pages: their frames and clock records, the words up to
+    /// page `highest` (in whole kernel pages), and the reserved bytes.
+    fn used(&self, resident: usize, highest: u64) -> usize {
+        let words = (highest as usize + 1)
+            .saturating_mul(size_of::<u64>())
+            .next_multiple_of(tierkv_io::frames::MIN_FRAME_BYTES);
+        resident * (self.stride + CLOCK_ENTRY_BYTES) + words + self.reserved.load(Ordering::Relaxed)
     }
 
     /// Bytes the pool counts now.
     pub fn used_bytes(&self) -> usize {
-        self.used(self.clock().ring.len())
+        let clock = self.clock();
+        self.used(clock.ring.len(), clock.highest)
     }
 
     /// Evicts until `more` pages more fit the budget (or nothing can leave).
@@ -339,7 +359,7 @@ impl<S: PageSource> BufferPool<S> {
         let mut clock = self.clock();
         // Two passes over the ring at most: the first marks, the second evicts.
         let mut steps = 2 * clock.ring.len() + 1;
-        while self.used(clock.ring.len() + more) > budget {
+        while self.used(clock.ring.len() + more, clock.highest) > budget {
             if clock.ring.is_empty() || steps == 0 {
                 clock.over_budget += 1;
                 return;

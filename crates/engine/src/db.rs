@@ -14,9 +14,10 @@
 //! **Read path.** A reader takes the current `Version` (the memtables and the tree's root)
 //! and the visible sequence number together, with no lock and no reference count (`arc-swap`:
 //! the version loaded before and after the sequence, the same both times): a snapshot (a
-//! point read borrows it for the read; `Snapshot` holds it). It looks in the memtables for the newest version at or below its sequence and
-//! then in the tree. Tree pages come from the page cache or are read from their blocks by
-//! the reader itself. Readers never wait for a writer's I/O or fsync.
+//! point read borrows it for the read; `Snapshot` holds it). It looks in the memtables for
+//! the newest version at or below its sequence and then in the tree, whose pages it reads
+//! in place in the buffer pool's frames, optimistically, or loads into a frame itself on a
+//! miss. Readers never wait for a writer's I/O or fsync.
 //!
 //! **Checkpoints** (background thread, on a memtable size, log size or time trigger, or on
 //! demand): freeze the mutable memtable (a new one takes the writes; the frozen one stays
@@ -86,7 +87,7 @@ mod verify;
 mod write;
 
 pub use snapshot::{Iter, Snapshot};
-pub use stats::Stats;
+pub use stats::{CacheStats, Stats};
 pub use verify::VerifyReport;
 
 /// The store (see the module header). `Send + Sync`: share it with an `Arc`, or by
@@ -138,7 +139,7 @@ struct Inner {
     closed: AtomicBool,
     /// Log bytes appended since the last freeze.
     log_bytes: AtomicU64,
-    /// What the page cache's budget leaves the memtables now (`Options::memtable_reserve`).
+    /// What the buffer pool's budget leaves the memtables now (`Options::memtable_reserve`).
     memtable_reserve: AtomicUsize,
     counters: Counters,
     /// The store's `LOCK` file, held while the store is open (shared when read-only; none

@@ -2,8 +2,9 @@
 //!
 //! [`Db`] joins the layers below it: writes are made durable by the write-ahead log
 //! (`tierkv-wal`) and kept in a memtable; checkpoints move them into a copy-on-write B+tree
-//! whose pages are decoded in a DRAM page cache and written back as new blocks in atomic
-//! groups of `tierkv-blockstore`, so a page is never overwritten in place. Readers see a
+//! whose pages live in the frames of a buffer pool, read in place, and are written back as
+//! new blocks in atomic groups of `tierkv-blockstore`, so a page is never overwritten in
+//! place. Readers see a
 //! [`Snapshot`]: the store as of one moment, whatever is written or checkpointed after.
 //!
 //! The README's example, as a test:
@@ -47,11 +48,11 @@
 //! - `page`: the B+tree page format (leaf and internal pages, overflow references), with
 //!   a decoder that checks every length, order and limit, so that a damaged page is an error
 //!   and never a panic or garbage; and the page-level steps of tree changes.
-//! - `cache`: the DRAM page cache: a byte budget, S3-FIFO eviction (scan-resistant),
-//!   pages that are dirty or in use never evicted, shards with a lock each.
+//! - `buffer`: the buffer pool: pages in frames addressed by page id, read optimistically
+//!   in place, loaded and checked on a miss, evicted by a clock under a byte budget.
 //! - `tree`: the B+tree's algorithms (lookup, insert with splits, delete with merges,
 //!   scans both ways), copy on write, over any `PageStore`.
-//! - `block_pages`: the tree's pages on a block store, read through the cache by many
+//! - `block_pages`: the tree's pages on a block store, read through the pool by many
 //!   readers, changed by one checkpoint at a time and written in atomic groups; overflow
 //!   blocks for large values.
 //! - `meta`: the meta block each checkpoint writes with its pages.
@@ -68,7 +69,6 @@
 mod batch;
 mod block_pages;
 mod buffer;
-mod cache;
 mod db;
 mod error;
 #[doc(hidden)]
@@ -85,8 +85,7 @@ mod tree;
 
 pub use batch::{WriteBatch, MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use block_pages::PagesError;
-pub use cache::CacheStats;
-pub use db::{Db, Iter, Snapshot, Stats, VerifyReport};
+pub use db::{CacheStats, Db, Iter, Snapshot, Stats, VerifyReport};
 pub use error::{Error, ErrorKind, Result};
 pub use identity::{FORMAT_VERSION, IDENTITY_FILE};
 pub use meta::MetaError;

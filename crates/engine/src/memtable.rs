@@ -29,7 +29,7 @@ use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use foldhash::fast::FixedState;
 
-use crate::cache::allocation_bytes;
+use crate::block_pages::allocation_bytes;
 
 /// Bytes a version is counted as besides its key's and value's allocations: the skip
 /// list's node (the key's vector header, the value's `Bytes` header, the sequence, a

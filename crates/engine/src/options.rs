@@ -14,8 +14,9 @@ use crate::Error;
 #[derive(Clone, Debug)]
 pub struct Options {
     /// The memory budget of the store's data, in bytes: the memtables (up to twice
-    /// `write_buffer_size`) and the page cache of decoded pages (the rest), both counted as
-    /// the allocations they make. The page cache takes what the memtables do not hold (to
+    /// `write_buffer_size`), counted as the allocations they make, and the buffer pool (the
+    /// rest): its page frames, each at least 4 KiB, and the pages a checkpoint has changed
+    /// and not yet written. The pool takes what the memtables do not hold (to
     /// an eighth of `write_buffer_size`), so a store that is only read caches in nearly all
     /// of it. Default 256 MiB.
     ///
@@ -64,7 +65,7 @@ pub struct Options {
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,
     /// A secondary block cache on a memory tier (seed 002's NVCache): pages that miss the
-    /// page cache are looked up there before the block files, and pages read or written may
+    /// buffer pool are looked up there before the block files, and pages read or written may
     /// be admitted. Its memory is in addition to `cache_size`. Default none.
     pub tier: Option<TierOptions>,
     /// Open without writing anything: no file is created, changed, synced or removed, the
@@ -204,7 +205,7 @@ impl Options {
         2 * self.write_buffer_bytes()
     }
 
-    /// Bytes of the page cache at the least: `cache_size` less what the memtables may take.
+    /// Bytes of the buffer pool at the least: `cache_size` less what the memtables may take.
     pub fn page_cache_bytes(&self) -> usize {
         self.cache_size.saturating_sub(2 * self.write_buffer_bytes())
     }
@@ -217,14 +218,14 @@ impl Options {
         (memtable_bytes / step + 1).saturating_mul(step).min(self.memtable_max_bytes())
     }
 
-    /// How far the memtables grow between two changes of the page cache's budget: an
+    /// How far the memtables grow between two changes of the buffer pool's budget: an
     /// eighth of `write_buffer_size`.
     pub(crate) fn memtable_step(&self) -> usize {
         (self.write_buffer_bytes() / 8).max(1)
     }
 
     /// Bytes of dirty pages a checkpoint keeps before it writes them early: a quarter of
-    /// the page cache, so that clean pages can still be evicted to make room.
+    /// the buffer pool, so that clean pages can still be evicted to make room.
     pub(crate) fn dirty_budget(&self) -> usize {
         self.page_cache_bytes() / 4
     }

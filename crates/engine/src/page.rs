@@ -278,6 +278,7 @@ impl InternalPage {
     }
 
     /// The child whose key range holds `key`.
+    #[cfg(test)]
     pub fn child_for(&self, key: &[u8]) -> u64 {
         self.child_at(self.child_index(key))
     }

@@ -49,7 +49,7 @@ pub trait PageSource {
 /// one to change it and stores the new version.
 ///
 /// Only reading a page can fail (a page not in memory is read from disk). Storing one and
-/// allocating an id cannot: a store keeps changed pages in memory (dirty in the page cache)
+/// allocating an id cannot: a store keeps changed pages in memory (dirty, until a flush)
 /// until a checkpoint writes them. Every operation reads the pages on its path before it
 /// changes any, so an operation that fails has changed nothing.
 pub trait PageStore: PageSource {
@@ -100,7 +100,8 @@ impl Tree {
         Tree { root, max_page_bytes }
     }
 
-    /// The value of `key`.
+    /// The value of `key`. (Readers go through `tree::read`; this is for tests.)
+    #[cfg(test)]
     pub fn get<S: PageSource>(&self, store: &S, key: &[u8]) -> TreeResult<Option<Value>, S> {
         let mut id = self.root;
         loop {
@@ -331,7 +332,9 @@ impl Tree {
     }
 
     /// Calls `visit` with the entries below `end` (all of them for `None`), in descending
-    /// key order, until it returns false.
+    /// key order, until it returns false. (Iterators read leaves through `tree::read`;
+    /// this is for tests.)
+    #[cfg(test)]
     pub fn scan_back<S: PageSource>(
         &self,
         store: &S,
@@ -493,6 +496,7 @@ fn scan_in<S: PageSource>(
 
 /// Scans the subtree at `id` backwards from below `end`; returns false once `visit` asked
 /// to stop.
+#[cfg(test)]
 fn scan_back_in<S: PageSource>(
     store: &S,
     id: u64,

@@ -16,7 +16,6 @@ use tierkv_io::sim::{seed_from_env, CrashModel, SimFs};
 use tierkv_io::Storage;
 
 use super::{BlockPages, Pages, PagesError};
-use crate::cache::PageCache;
 use crate::meta::Meta;
 use crate::page::Value;
 use crate::tree::{PageSource, Tree};
@@ -52,7 +51,7 @@ fn every_crash_leaves_a_whole_checkpoint() {
     let mut checkpoints: Vec<(u64, State)> = vec![(0, State::new())];
     {
         let blocks = LogStore::open(&storage, dir, options()).expect("open");
-        let shared = Pages::new(Arc::new(blocks), PageCache::new(16 << 10, 1), 512);
+        let shared = Pages::new(Arc::new(blocks), 64 << 10, 512).expect("frames");
         let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 512);
         let mut model = State::new();
@@ -101,7 +100,7 @@ fn every_crash_leaves_a_whole_checkpoint() {
             let storage = Storage::Sim(replay.image(model, image_seed));
             let blocks = LogStore::open(&storage, dir, options())
                 .unwrap_or_else(|e| panic!("recovery: {e}: {context}"));
-            let pages = Pages::new(Arc::new(blocks), PageCache::new(16 << 10, 1), 512);
+            let pages = Pages::new(Arc::new(blocks), 64 << 10, 512).expect("frames");
             let found = match pages.read_meta().unwrap_or_else(|e| panic!("meta: {e}: {context}")) {
                 None => State::new(),
                 Some(meta) => {

@@ -10,7 +10,7 @@ use crate::page::Value;
 use crate::tree::Tree;
 
 fn shared(blocks: LogStore, budget: usize, page_bytes: usize) -> Pages {
-    Pages::new(Arc::new(blocks), PageCache::new(budget, 2), page_bytes)
+    Pages::new(Arc::new(blocks), budget, page_bytes).expect("frames")
 }
 
 fn meta(tree: &Tree, pages: &BlockPages<'_>, sequence: u64) -> Meta {
@@ -38,19 +38,20 @@ fn all(tree: &Tree, pages: &impl PageSource<Error = PagesError>) -> Vec<(Vec<u8>
     found
 }
 
-/// A tree of 6,000 keys on a log store, with a page cache far smaller than its pages: clean
-/// pages leave the cache and are read back from their blocks, dirty ones stay until a flush,
-/// and a reopened store holds everything the last flush wrote.
+/// A tree of 6,000 keys on a log store, with frames far fewer than its pages: clean pages
+/// are evicted and read back from their blocks, dirty ones stay with the session until a
+/// flush, and a reopened store holds everything the last flush wrote.
 #[test]
 fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
     let dir = tempfile::tempdir().expect("dir");
     let options = StoreOptions { segment_bytes: 1 << 20, ..StoreOptions::default() };
-    let budget = 32 << 10;
+    // Sixteen frames (a 1 KiB page takes a 4 KiB frame).
+    let budget = 16 * (4 << 10) + (8 << 10);
     let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
     let (root, next_id, stats) = {
         let blocks = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
         let shared = shared(blocks, budget, 1024);
-        let cache = shared.cache();
+        let pool = shared.pool();
         let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 1024);
         for i in 0..6_000u32 {
@@ -65,15 +66,15 @@ fn a_tree_larger_than_its_cache_reads_pages_back_and_survives_a_reopen() {
             if i % 250 == 249 {
                 pages.flush(None).expect("flush");
                 assert_eq!(pages.dirty_count(), 0);
-                // Only clean pages are left over the budget's worth: nothing is held.
-                assert!(cache.used_bytes() <= budget, "{} bytes cached", cache.used_bytes());
+                // Only clean pages are in frames, and no more than the budget's worth.
+                assert!(pool.used_bytes() <= budget, "{} bytes in frames", pool.used_bytes());
             }
         }
         pages.flush(None).expect("flush");
         assert_eq!(all(&tree, &pages), model.clone().into_iter().collect::<Vec<_>>());
-        (tree.root, pages.next_id(), cache.stats())
+        (tree.root, pages.next_id(), pool.stats())
     };
-    assert!(stats.evictions > 100, "{stats:?}: the cache never had to evict");
+    assert!(stats.evictions > 100, "{stats:?}: the frames never had to evict");
     assert!(stats.misses > 100, "{stats:?}: no page was read back from its block");
 
     let blocks = LogStore::open(&Storage::Os, dir.path(), options).expect("reopen");
@@ -103,37 +104,44 @@ fn a_damaged_or_missing_page_is_a_typed_error() {
 }
 
 #[test]
-fn dirty_pages_never_leave_the_cache_before_a_flush() {
+fn dirty_pages_stay_with_the_session_and_reach_the_frames_only_once_durable() {
     let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
     let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
-    // A cache far too small for the tree: without the dirty rule its pages would be gone.
-    let shared = Pages::new(Arc::new(blocks), PageCache::new(4 << 10, 1), 512);
-    let cache = shared.cache();
+    // Frames for about sixteen pages, besides the frames' words and the block store's map:
+    // far too few for the tree, whose dirty pages the session keeps.
+    let budget = 16 * (4 << 10) + (48 << 10);
+    let shared = Pages::new(Arc::new(blocks), budget, 512).expect("frames");
+    let pool = shared.pool();
     let mut pages = BlockPages::new(&shared, 1);
     let mut tree = Tree::create(&mut pages, 512);
     for i in 0..2_000u32 {
         tree.put(&mut pages, &key(i), Value::inline(vec![1; 30])).expect("put");
     }
     assert!(pages.dirty_count() > 50);
+    assert_eq!(pool.stats().resident, 0, "a page reached a frame before it was written");
     let overflow = pages.write_overflow(&[7u8; 5000]);
     let summed = |pages: &BlockPages<'_>| {
-        pages.dirty.values().map(|cached| cached.weight).sum::<usize>()
+        pages.dirty.values().map(|dirty| dirty.weight).sum::<usize>()
             + pages.overflow.values().map(|chunk| chunk.len()).sum::<usize>()
     };
     assert_eq!(pages.dirty_bytes(), summed(&pages), "the running total drifted");
     pages.free_overflow(&overflow);
     assert_eq!(pages.dirty_bytes(), summed(&pages), "the running total drifted");
-    assert!(cache.stats().over_budget > 0, "the cache says it could not make room");
-    // Nothing has been written yet, so every page must come from the cache.
+    // The session's bytes count against the pool's budget, to within a step.
+    assert!(pages.dirty_bytes() > budget);
+    assert!(pool.used_bytes() + RESERVE_STEP > pages.dirty_bytes(), "{}", pool.used_bytes());
+    // Nothing has been written yet, so every page must come from the session.
     assert_eq!(all(&tree, &pages).len(), 2_000);
+    assert_eq!(pool.stats().misses, 0);
     pages.flush(None).expect("flush");
     assert_eq!(pages.dirty_bytes(), 0);
-    // Now clean, they leave at once (the flush trims the cache), and are read back from
-    // their blocks when needed.
-    assert!(cache.used_bytes() <= 4 << 10, "{} bytes still cached", cache.used_bytes());
-    let misses = cache.stats().misses;
+    // Written, they were put in frames, of which the budget keeps a few, and the rest are
+    // read back from their blocks when needed.
+    assert!(pool.used_bytes() <= budget, "{} bytes in frames", pool.used_bytes());
+    assert!(pool.stats().installs > 50, "{:?}", pool.stats());
+    let misses = pool.stats().misses;
     assert_eq!(all(&tree, &pages).len(), 2_000);
-    assert!(cache.stats().misses > misses + 50, "the pages came back from their blocks");
+    assert!(pool.stats().misses > misses + 50, "the pages came back from their blocks");
 }
 
 #[test]

@@ -57,9 +57,17 @@ fn frame_cost() -> usize {
     PAGE + CLOCK_ENTRY_BYTES
 }
 
+/// The budget of `frames` frames: theirs, and one kernel page of frame words (page ids below
+/// 512).
+fn frames(frames: usize) -> usize {
+    frames * frame_cost() + WORDS
+}
+
+const WORDS: usize = 4096;
+
 #[test]
 fn a_page_loads_once_and_then_reads_in_place() {
-    let pool = BufferPool::new(64, PAGE, 16 * frame_cost(), Source::default()).expect("pool");
+    let pool = BufferPool::new(64, PAGE, frames(16), Source::default()).expect("pool");
     assert_eq!(entry(&pool, 7), (b"page00000007".to_vec(), 1, 107));
     assert_eq!(entry(&pool, 7), (b"page00000007".to_vec(), 1, 107));
     let stats = pool.stats();
@@ -71,11 +79,11 @@ fn a_page_loads_once_and_then_reads_in_place() {
 
 #[test]
 fn the_budget_holds_and_evicted_pages_go_to_the_source_with_their_versions() {
-    let pool = BufferPool::new(64, PAGE, 4 * frame_cost(), Source::default()).expect("pool");
+    let pool = BufferPool::new(64, PAGE, frames(4), Source::default()).expect("pool");
     for pid in 1..=10 {
         assert_eq!(entry(&pool, pid).0, format!("page{pid:08}").into_bytes());
         assert!(pool.stats().resident <= 4, "{:?}", pool.stats());
-        assert!(pool.used_bytes() <= 4 * frame_cost());
+        assert!(pool.used_bytes() <= frames(4));
     }
     let evicted = pool.source().evicted.lock().expect("lock").clone();
     assert_eq!(evicted.len(), 6);
@@ -89,7 +97,7 @@ fn the_budget_holds_and_evicted_pages_go_to_the_source_with_their_versions() {
 
 #[test]
 fn a_page_used_again_outlives_a_scan_of_pages_read_once() {
-    let pool = BufferPool::new(256, PAGE, 8 * frame_cost(), Source::default()).expect("pool");
+    let pool = BufferPool::new(256, PAGE, frames(8), Source::default()).expect("pool");
     entry(&pool, 1);
     for pid in 10..200 {
         entry(&pool, 1); // the hot page, used between every two scan reads
@@ -101,7 +109,7 @@ fn a_page_used_again_outlives_a_scan_of_pages_read_once() {
 
 #[test]
 fn installs_replace_a_page_and_discards_drop_it() {
-    let pool = BufferPool::new(64, PAGE, 8 * frame_cost(), Source::default()).expect("pool");
+    let pool = BufferPool::new(64, PAGE, frames(8), Source::default()).expect("pool");
     assert_eq!(entry(&pool, 3).1, 1);
     pool.install(3, &image_of(3, 2), 77).expect("install over a resident page");
     assert_eq!(entry(&pool, 3).1, 2);
@@ -116,7 +124,7 @@ fn installs_replace_a_page_and_discards_drop_it() {
 
 #[test]
 fn a_damaged_page_is_an_error_and_never_resident() {
-    let pool = BufferPool::new(64, PAGE, 8 * frame_cost(), Source::default()).expect("pool");
+    let pool = BufferPool::new(64, PAGE, frames(8), Source::default()).expect("pool");
     *pool.source().damaged.lock().expect("lock") = Some(4);
     let error = pool.read(4, |_| Some(())).expect_err("a damaged page");
     assert!(matches!(error, BufferError::Corrupt { pid: 4, .. }), "{error}");
@@ -127,8 +135,7 @@ fn a_damaged_page_is_an_error_and_never_resident() {
 
 #[test]
 fn readers_under_constant_eviction_and_installs_always_see_whole_pages() {
-    let pool =
-        Arc::new(BufferPool::new(64, PAGE, 6 * frame_cost(), Source::default()).expect("pool"));
+    let pool = Arc::new(BufferPool::new(64, PAGE, frames(6), Source::default()).expect("pool"));
     let threads: Vec<_> = (0..3u64)
         .map(|seed| {
             let pool = Arc::clone(&pool);
@@ -158,19 +165,23 @@ fn readers_under_constant_eviction_and_installs_always_see_whole_pages() {
 
 #[test]
 fn a_smaller_budget_or_more_reserved_bytes_evict_at_once() {
-    let pool = BufferPool::new(64, PAGE, 10 * frame_cost(), Source::default()).expect("pool");
+    let pool = BufferPool::new(64, PAGE, frames(10), Source::default()).expect("pool");
     assert_eq!(pool.page_bytes(), PAGE);
     for pid in 1..=8 {
         entry(&pool, pid);
     }
     assert_eq!(pool.stats().resident, 8);
-    pool.set_budget(5 * frame_cost());
+    pool.set_budget(frames(5));
     assert_eq!(pool.stats().resident, 5);
-    pool.set_reserved(2 * frame_cost());
+    pool.reserve(2 * frame_cost());
     assert_eq!(pool.stats().resident, 3);
-    assert!(pool.used_bytes() <= 5 * frame_cost());
-    pool.set_reserved(10 * frame_cost());
+    assert!(pool.used_bytes() <= frames(5));
+    pool.reserve(8 * frame_cost());
     let stats = pool.stats();
     assert_eq!(stats.resident, 0);
     assert!(stats.over_budget > 0, "a budget nothing fits in went uncounted");
+    pool.unreserve(10 * frame_cost());
+    assert_eq!(pool.used_bytes(), WORDS, "the words are all that is left");
+    entry(&pool, 1);
+    assert_eq!(pool.stats().resident, 1, "room given back is used again");
 }

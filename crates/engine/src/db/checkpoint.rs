@@ -295,7 +295,7 @@ impl Inner {
             epoch: Arc::new(Epoch),
         }));
         drop(current);
-        // The frozen memtable's room goes back to the page cache.
+        // The frozen memtable's room goes back to the buffer pool.
         self.rebudget(memtable_bytes);
         cp.retired.push_back((old_epoch, retired_now));
         *lock(&self.summary) = cp.summary();

@@ -39,7 +39,6 @@ use super::{
 };
 use crate::batch::WriteBatch;
 use crate::block_pages::Pages;
-use crate::cache::PageCache;
 use crate::identity::{self, Identity, StoreState, BLOCKS_DIR, IDENTITY_FILE};
 use crate::memtable::Memtable;
 use crate::tree::Tree;
@@ -428,10 +427,7 @@ fn start(
         ..StoreOptions::default()
     };
     let blocks = LogStore::open(storage, &blocks_dir, store_options)?;
-    let page_cache = options.page_cache_bytes();
-    let shards = (page_cache / (4 << 20)).clamp(1, 64);
-    let pages =
-        Pages::new(Arc::new(blocks), PageCache::new(page_cache, shards), options.page_bytes());
+    let pages = Pages::new(Arc::new(blocks), options.page_cache_bytes(), options.page_bytes())?;
     let (meta, reclaim_now) = match pages.read_meta()? {
         Some(meta) => {
             let mut reclaim: Vec<u64> = (meta.orphans_from..meta.next_page).collect();
@@ -505,7 +501,7 @@ fn start(
             Some(recovered.wal)
         }
     };
-    // The page cache was made with its least budget; it gets what the memtable leaves.
+    // The buffer pool was made with its least budget; it gets what the memtable leaves.
     let (replayed_memtable_bytes, memtable_max) = (memtable.bytes(), options.memtable_max_bytes());
     let version =
         Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };

@@ -15,14 +15,17 @@
 //! version in another source hides; return a key twice, or a key outside the range, from
 //! either end.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::{Inner, Version};
 use crate::batch::check_key;
-use crate::memtable::Found;
+use crate::block_pages::Pages;
+use crate::memtable::{self, Found as MemFound};
 use crate::page::Value;
 use crate::range::{self, successor, KeyBounds, KeyRange};
+use crate::tree::read::{Chunk, ChunkValue, Found};
 use crate::{Error, Result};
 
 /// A version and a sequence number taken together: a snapshot's, or, for a point read of
@@ -33,16 +36,30 @@ pub(super) struct View<'a> {
     pub(super) sequence: u64,
 }
 
+thread_local! {
+    /// A buffer for a value read from a frame on its way to a `get_with` closure: one per
+    /// thread, taken out while in use (so a closure that reads again gets a new one).
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
 impl View<'_> {
+    /// Looks `key` up in the tree: its value (inline, in `value`) or where its overflow
+    /// blocks are.
+    fn tree_get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<Found> {
+        Ok(self.inner.pages.get(self.version.tree.root, key, value)?)
+    }
+
     pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         self.inner.check_open()?;
         if let Some(found) = self.memtable_get(key) {
             return Ok(found.value.map(Vec::from));
         }
-        match self.version.tree.get(&self.inner.pages, key)? {
-            None => Ok(None),
-            Some(value) => self.resolve(value).map(Some),
+        let mut value = Vec::new();
+        match self.tree_get(key, &mut value)? {
+            Found::Absent => Ok(None),
+            Found::Inline => Ok(Some(value)),
+            Found::Overflow(overflow) => Ok(Some(self.inner.pages.read_overflow(&overflow)?)),
         }
     }
 
@@ -56,32 +73,59 @@ impl View<'_> {
         if let Some(found) = self.memtable_get(key) {
             return Ok(found.value.map(|value| read(&value)));
         }
-        match self.version.tree.get(&self.inner.pages, key)? {
-            None => Ok(None),
-            Some(Value::Inline(value)) => Ok(Some(read(&value))),
-            Some(Value::Overflow(overflow)) => {
-                Ok(Some(read(&self.inner.pages.read_overflow(&overflow)?)))
-            }
+        let mut value = SCRATCH.take();
+        let found = self.tree_get(key, &mut value);
+        let result = match found {
+            Err(error) => Err(error),
+            Ok(Found::Absent) => Ok(None),
+            Ok(Found::Inline) => Ok(Some(read(&value))),
+            Ok(Found::Overflow(overflow)) => self
+                .inner
+                .pages
+                .read_overflow(&overflow)
+                .map(|value| Some(read(&value)))
+                .map_err(Error::from),
+        };
+        // A value of a page or less goes back for the next read; a larger buffer is let go.
+        if value.capacity() <= MAX_SCRATCH_BYTES {
+            SCRATCH.set(value);
         }
+        result
     }
 
     pub(super) fn get_into(&self, key: &[u8], buffer: &mut Vec<u8>) -> Result<bool> {
         buffer.clear();
-        let found = self.get_with(key, |value| buffer.extend_from_slice(value))?;
-        Ok(found.is_some())
-    }
-
-    pub(super) fn contains_key(&self, key: &[u8]) -> Result<bool> {
         check_key(key)?;
         self.inner.check_open()?;
         if let Some(found) = self.memtable_get(key) {
+            if let Some(value) = &found.value {
+                buffer.extend_from_slice(value);
+            }
             return Ok(found.value.is_some());
         }
-        Ok(self.version.tree.get(&self.inner.pages, key)?.is_some())
+        let found = self.tree_get(key, buffer);
+        match found {
+            Ok(Found::Absent) => Ok(false),
+            Ok(Found::Inline) => Ok(true),
+            Ok(Found::Overflow(overflow)) => {
+                let value = self.inner.pages.read_overflow(&overflow);
+                buffer.clear();
+                buffer.extend_from_slice(&value?);
+                Ok(true)
+            }
+            Err(error) => {
+                buffer.clear();
+                Err(error)
+            }
+        }
+    }
+
+    pub(super) fn contains_key(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.get_with(key, |_| ())?.is_some())
     }
 
     /// The newest version of `key` in the memtables at or below the sequence.
-    fn memtable_get(&self, key: &[u8]) -> Option<Found> {
+    fn memtable_get(&self, key: &[u8]) -> Option<memtable::Found> {
         let version = &**self.version;
         let newer = version.mutable.get(key, self.sequence);
         let older = version.frozen.as_ref().and_then(|frozen| frozen.get(key, self.sequence));
@@ -99,6 +143,9 @@ impl View<'_> {
         }
     }
 }
+
+/// The largest buffer a thread keeps for `get_with` between reads.
+const MAX_SCRATCH_BYTES: usize = 64 << 10;
 
 /// Entries an iterator's end takes from each source at first: a seek that reads one entry
 /// should not pay for many. Each refill doubles it, up to `ITER_CHUNK_MAX`.
@@ -247,9 +294,12 @@ pub struct Iter {
     front: VecDeque<(Vec<u8>, Value)>,
     /// Loaded by the back end and not returned, descending: all at or above `high`.
     back: VecDeque<(Vec<u8>, Value)>,
-    /// Entries each end takes from each source at its next refill.
+    /// Entries each end takes from each memtable at its next refill.
     front_chunk: usize,
     back_chunk: usize,
+    /// The leaf each end reads the tree from.
+    front_leaf: Leaf,
+    back_leaf: Leaf,
     /// An error ended the iteration.
     failed: bool,
 }
@@ -264,8 +314,9 @@ enum End {
 /// One key's newest entry among the sources: from a memtable (with its sequence number and
 /// possibly a deletion) or from the tree.
 enum Candidate {
-    Memtable(Found),
-    Tree(Value),
+    Memtable(MemFound),
+    /// Entry `n` of the end's tree chunk.
+    Tree(usize),
 }
 
 impl Iter {
@@ -284,6 +335,8 @@ impl Iter {
             back: VecDeque::new(),
             front_chunk: ITER_CHUNK_FIRST,
             back_chunk: ITER_CHUNK_FIRST,
+            front_leaf: Leaf::default(),
+            back_leaf: Leaf::default(),
             failed: false,
         }
     }
@@ -453,61 +506,54 @@ impl Iter {
 
     /// Takes the next chunk of `end`'s side of what is left from every source, and keeps
     /// what is certain: the keys up to the nearest point where some source may have more.
+    /// The tree's chunk is the rest of a leaf (`Leaf`); each memtable's, a count of entries
+    /// that doubles with each refill.
     fn refill(&mut self, end: End) -> Result<()> {
         debug_assert!(!self.exhausted, "a refill of an exhausted range");
         let snapshot = &self.snapshot;
         let version = &*snapshot.version;
         let backward = end == End::Back;
-        let chunk_next = match end {
-            End::Front => &mut self.front_chunk,
-            End::Back => &mut self.back_chunk,
+        let (chunk_next, buffer, leaf) = match end {
+            End::Front => (&mut self.front_chunk, &mut self.front, &mut self.front_leaf),
+            End::Back => (&mut self.back_chunk, &mut self.back, &mut self.back_leaf),
         };
         let chunk = *chunk_next;
         *chunk_next = (chunk * 2).min(ITER_CHUNK_MAX);
-        let buffer = match end {
-            End::Front => &mut self.front,
-            End::Back => &mut self.back,
-        };
         let loaded_before = buffer.len();
         let (low, high) = (self.low.as_slice(), self.high.as_deref());
-        // The last key of each source that filled its chunk: beyond it, it may hold more.
+        // The last key of each source that may hold more beyond it: the nearest one bounds
+        // what this refill can be sure of.
         let mut horizon: Option<Vec<u8>> = None;
-        let mut bound = |last: Option<&Vec<u8>>, full: bool| {
+        let mut bound = |last: Option<&[u8]>, full: bool| {
             if let (true, Some(last)) = (full, last) {
                 let nearer =
-                    horizon.as_ref().is_none_or(|h| if backward { last > h } else { last < h });
+                    horizon.as_deref().is_none_or(|h| if backward { last > h } else { last < h });
                 if nearer {
-                    horizon = Some(last.clone());
+                    horizon = Some(last.to_vec());
                 }
             }
         };
-        // Each source's chunk, in the scan's direction: the tree's, then each memtable's.
-        let mut sources: Vec<Vec<(Vec<u8>, Candidate)>> = Vec::with_capacity(3);
-        let mut tree_entries: Vec<(Vec<u8>, Candidate)> = Vec::new();
-        let mut visit = |key: &[u8], value: &Value| {
-            let inside = if backward { key >= low } else { high.is_none_or(|h| key < h) };
-            if inside {
-                tree_entries.push((key.to_vec(), Candidate::Tree(value.clone())));
-            }
-            inside && tree_entries.len() < chunk
-        };
-        if backward {
-            version.tree.scan_back(&snapshot.inner.pages, high, &mut visit)?;
+        // The tree's entries in what is left, from the end's leaf, in the scan's direction.
+        let root = version.tree.root;
+        let pages = &snapshot.inner.pages;
+        let (range, more) = if backward {
+            leaf.backward(pages, root, low, high, chunk)?
         } else {
-            version.tree.scan(&snapshot.inner.pages, low, &mut visit)?;
-        }
-        bound(tree_entries.last().map(|(k, _)| k), tree_entries.len() == chunk);
-        sources.push(tree_entries);
+            leaf.forward(pages, root, low, high, chunk)?
+        };
+        let tree_order: Vec<usize> =
+            if backward { range.clone().rev().collect() } else { range.clone().collect() };
+        bound(tree_order.last().map(|&at| leaf.chunk.key(at)), more);
+        // Each memtable's chunk, in the scan's direction.
+        let mut memtables: Vec<MemChunk> = Vec::with_capacity(2);
         for memtable in std::iter::once(&version.mutable).chain(version.frozen.as_ref()) {
             let entries = if backward {
                 memtable.scan_back(low, high, snapshot.sequence, chunk)
             } else {
                 memtable.scan(low, high, snapshot.sequence, chunk)
             };
-            bound(entries.last().map(|(k, _)| k), entries.len() == chunk);
-            sources.push(
-                entries.into_iter().map(|(k, found)| (k, Candidate::Memtable(found))).collect(),
-            );
+            bound(entries.last().map(|(k, _)| k.as_slice()), entries.len() == chunk);
+            memtables.push(entries.into_iter().peekable());
         }
         let certain = |key: &[u8]| match &horizon {
             None => true,
@@ -518,45 +564,50 @@ impl Iter {
         // direction; where sources share it, a memtable's version beats the tree's, and the
         // newer of two memtables' wins.
         let first = |a: &[u8], b: &[u8]| if backward { a > b } else { a < b };
-        let mut cursors: Vec<_> =
-            sources.into_iter().map(|source| source.into_iter().peekable()).collect();
+        let mut tree = tree_order.into_iter().peekable();
         loop {
-            // The cursor whose next key comes first.
-            let mut lead: Option<(usize, &[u8])> = None;
-            for (at, cursor) in cursors.iter_mut().enumerate() {
-                if let Some((key, _)) = cursor.peek() {
-                    if lead.is_none_or(|(_, lead_key)| first(key, lead_key)) {
-                        lead = Some((at, key.as_slice()));
+            // The source whose next key comes first (the tree's, where none comes before it).
+            let mut lead: Option<&[u8]> = tree.peek().map(|&at| leaf.chunk.key(at));
+            for memtable in &mut memtables {
+                if let Some((key, _)) = memtable.peek() {
+                    if lead.is_none_or(|lead| first(key, lead)) {
+                        lead = Some(key.as_slice());
                     }
                 }
             }
-            let Some((lead, lead_key)) = lead else { break };
-            if !certain(lead_key) {
+            let Some(lead) = lead else { break };
+            if !certain(lead) {
                 break;
             }
-            let Some((key, mut best)) = cursors[lead].next() else { break };
-            for cursor in &mut cursors {
-                if cursor.peek().is_none_or(|(k, _)| *k != key) {
-                    continue;
-                }
-                let Some((_, candidate)) = cursor.next() else { continue };
-                let newer = match (&best, &candidate) {
-                    (Candidate::Tree(_), Candidate::Memtable(_)) => true,
-                    (Candidate::Memtable(old), Candidate::Memtable(new)) => {
-                        new.sequence > old.sequence
-                    }
-                    (_, Candidate::Tree(_)) => false,
+            let key = lead.to_vec();
+            let mut best: Option<Candidate> = None;
+            if let Some(at) = tree.next_if(|&at| leaf.chunk.key(at) == key.as_slice()) {
+                best = Some(Candidate::Tree(at));
+            }
+            for memtable in &mut memtables {
+                let Some((_, found)) = memtable.next_if(|(k, _)| *k == key) else { continue };
+                let newer = match &best {
+                    None | Some(Candidate::Tree(_)) => true,
+                    Some(Candidate::Memtable(old)) => found.sequence > old.sequence,
                 };
                 if newer {
-                    best = candidate;
+                    best = Some(Candidate::Memtable(found));
                 }
             }
-            match best {
-                Candidate::Tree(value) => buffer.push_back((key, value)),
-                Candidate::Memtable(Found { value: Some(value), .. }) => {
+            match best.expect("the lead key came from some source") {
+                Candidate::Tree(at) => {
+                    let value = match &leaf.chunk.entries[at].1 {
+                        ChunkValue::Inline(bytes) => {
+                            Value::inline(leaf.chunk.bytes[bytes.clone()].to_vec())
+                        }
+                        ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
+                    };
+                    buffer.push_back((key, value));
+                }
+                Candidate::Memtable(MemFound { value: Some(value), .. }) => {
                     buffer.push_back((key, Value::inline(value)));
                 }
-                Candidate::Memtable(Found { value: None, .. }) => {}
+                Candidate::Memtable(MemFound { value: None, .. }) => {}
             }
         }
         // What this refill loaded lies inside what was left.
@@ -572,6 +623,114 @@ impl Iter {
             self.settle();
         }
         Ok(())
+    }
+}
+
+/// A memtable's chunk of a refill, being merged.
+type MemChunk = std::iter::Peekable<std::vec::IntoIter<(Vec<u8>, MemFound)>>;
+
+/// The tree's leaf an end of an `Iter` reads from: up to a leaf's worth of entries copied
+/// out under one validation (`tree::read::Chunk`; as many as the refill's chunk, so a seek
+/// that reads one entry copies a few), kept while what is left still starts in it, so a
+/// long scan goes down the tree about once per leaf.
+#[derive(Debug, Default)]
+struct Leaf {
+    chunk: Chunk,
+    /// The key the chunk was read by: forward, it holds the tree's keys from there up to
+    /// `chunk.bound` (exclusive; `None`: the end); backward, from `chunk.bound` (`None`: the
+    /// start) up to there (exclusive; `None`: the end). `None` until one is read.
+    read_by: Option<ReadBy>,
+}
+
+#[derive(Debug)]
+enum ReadBy {
+    Forward(Vec<u8>),
+    Backward(Option<Vec<u8>>),
+}
+
+impl Leaf {
+    /// The chunk's entries at or above `low` and below `high`, reading (up to `limit` of)
+    /// the leaf that holds `low` when the chunk does not cover it (and the leaves after, past
+    /// empty ones); and whether the tree has keys below `high` beyond them.
+    fn forward(
+        &mut self,
+        pages: &Pages,
+        root: u64,
+        low: &[u8],
+        high: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(std::ops::Range<usize>, bool)> {
+        let mut from = low.to_vec();
+        // Bounded: each pass reads a leaf further on, and the tree has finitely many.
+        loop {
+            let covered = match &self.read_by {
+                Some(ReadBy::Forward(by)) => {
+                    by.as_slice() <= from.as_slice()
+                        && self.chunk.bound.as_deref().is_none_or(|next| from.as_slice() < next)
+                }
+                _ => false,
+            };
+            if !covered {
+                pages.chunk_forward(root, &from, limit, &mut self.chunk)?;
+                self.read_by = Some(ReadBy::Forward(from.clone()));
+            }
+            let chunk = &self.chunk;
+            let start = chunk.below(low);
+            let end = high.map_or(chunk.entries.len(), |high| chunk.below(high));
+            let more =
+                chunk.bound.as_deref().is_some_and(|next| high.is_none_or(|high| next < high));
+            if start < end || !more {
+                debug_assert!(start <= end);
+                return Ok((start..end, more));
+            }
+            // Nothing left in this leaf: on to the next.
+            from = chunk.bound.clone().expect("more means a next leaf");
+        }
+    }
+
+    /// `forward`'s mirror: the chunk's entries below `high` and at or above `low`, reading
+    /// the leaf that holds the keys just below `high` when the chunk does not cover them;
+    /// and whether the tree has keys at or above `low` before them.
+    fn backward(
+        &mut self,
+        pages: &Pages,
+        root: u64,
+        low: &[u8],
+        high: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(std::ops::Range<usize>, bool)> {
+        let mut before = high.map(<[u8]>::to_vec);
+        // Bounded as `forward` is.
+        loop {
+            let covered = match &self.read_by {
+                Some(ReadBy::Backward(by)) => {
+                    let below_by = match (before.as_deref(), by.as_deref()) {
+                        (_, None) => true,
+                        (None, Some(_)) => false,
+                        (Some(before), Some(by)) => before <= by,
+                    };
+                    let above_start = match (self.chunk.bound.as_deref(), before.as_deref()) {
+                        (None, _) => true,
+                        (Some(_), None) => true,
+                        (Some(start), Some(before)) => start < before,
+                    };
+                    below_by && above_start
+                }
+                _ => false,
+            };
+            if !covered {
+                pages.chunk_backward(root, before.as_deref(), limit, &mut self.chunk)?;
+                self.read_by = Some(ReadBy::Backward(before.clone()));
+            }
+            let chunk = &self.chunk;
+            let start = chunk.below(low);
+            let end = before.as_deref().map_or(chunk.entries.len(), |before| chunk.below(before));
+            let more = chunk.bound.as_deref().is_some_and(|leaf_start| leaf_start > low);
+            if start < end || !more {
+                return Ok((start.min(end)..end, more));
+            }
+            before = chunk.bound.clone();
+        }
     }
 }
 

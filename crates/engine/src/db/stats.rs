@@ -8,8 +8,24 @@ use tierkv_tiercache::TierStats;
 use tierkv_wal::{Wal, WalStats};
 
 use super::{lock, Inner};
-use crate::cache::CacheStats;
 use crate::Result;
+
+/// The buffer pool's counters (the frames that hold the tree's pages).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Page reads that found the page in its frame.
+    pub hits: u64,
+    /// Page reads that loaded it from the block store (or the tier).
+    pub misses: u64,
+    /// Pages the clock evicted.
+    pub evictions: u64,
+    /// Times the frames needed room and no page could leave.
+    pub over_budget: u64,
+    /// Pages in frames now.
+    pub resident: u64,
+    /// Optimistic reads run again because a writer changed the frame meanwhile.
+    pub restarts: u64,
+}
 
 /// What `Db::stats` reports.
 #[derive(Clone, Debug)]
@@ -28,11 +44,12 @@ pub struct Stats {
     pub memtable_bytes: usize,
     /// Bytes of the memtable being checkpointed (0 when none is).
     pub frozen_bytes: usize,
-    /// Page cache counters.
+    /// The buffer pool's counters.
     pub cache: CacheStats,
-    /// Bytes of pages in the page cache.
+    /// Bytes the buffer pool counts: its resident frames (each at least the kernel's page),
+    /// its clock's records, and the pages a checkpoint holds before writing them.
     pub cache_bytes: usize,
-    /// The page cache's budget now: `cache_size` less what the memtables are set aside.
+    /// The buffer pool's budget now: `cache_size` less what the memtables are set aside.
     pub cache_budget: usize,
     /// `get` calls.
     pub gets: u64,
@@ -69,7 +86,8 @@ impl Inner {
     pub(super) fn stats(&self) -> Result<Stats> {
         let version = self.current.load_full();
         let summary = *lock(&self.summary);
-        let cache = self.pages.cache();
+        let pool = self.pages.pool();
+        let frames = pool.stats();
         let counters = &self.counters;
         let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         Ok(Stats {
@@ -80,9 +98,16 @@ impl Inner {
             reusable_page_ids: self.pages.reusable_count(),
             memtable_bytes: version.mutable.bytes(),
             frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
-            cache: cache.stats(),
-            cache_bytes: cache.used_bytes(),
-            cache_budget: cache.budget(),
+            cache: CacheStats {
+                hits: frames.lookups.saturating_sub(frames.misses),
+                misses: frames.misses,
+                evictions: frames.evictions,
+                over_budget: frames.over_budget,
+                resident: frames.resident,
+                restarts: frames.restarts,
+            },
+            cache_bytes: pool.used_bytes(),
+            cache_budget: pool.budget(),
             gets: counters.gets.get(),
             writes: count(&counters.writes),
             write_ops: count(&counters.write_ops),

@@ -2,7 +2,7 @@
 //! inserted into the mutable memtable under `switch`, made durable for `Sync` by the log's
 //! group commit, then published; and the memtables' room: a writer kicks a checkpoint once
 //! the memtable holds `write_buffer_size`, waits while the memtables hold twice that, and
-//! moves the page cache's budget as they grow.
+//! moves the buffer pool's budget as they grow.
 //!
 //! Must never: acknowledge a `Sync` write before the log made it durable; let a reader see
 //! part of a batch (a write is published only once every earlier one is).
@@ -105,7 +105,7 @@ impl Inner {
         }
     }
 
-    /// Gives the page cache what the memtables, holding `memtable_bytes`, leave of
+    /// Gives the buffer pool what the memtables, holding `memtable_bytes`, leave of
     /// `cache_size` (`Options::memtable_reserve`: they are set aside one step more than they
     /// hold). Called by each writer and after each checkpoint; it changes the cache's
     /// budget only when the reserve moves by a step. Two writers racing may set it in the
@@ -113,7 +113,7 @@ impl Inner {
     pub(super) fn rebudget(&self, memtable_bytes: usize) {
         let reserve = self.options.memtable_reserve(memtable_bytes);
         if self.memtable_reserve.swap(reserve, Ordering::AcqRel) != reserve {
-            self.pages.cache().set_budget(self.options.cache_size.saturating_sub(reserve));
+            self.pages.pool().set_budget(self.options.cache_size.saturating_sub(reserve));
         }
     }
 

@@ -108,21 +108,27 @@ impl PageBytes for [u8] {
 }
 
 impl PageBytes for FrameRead<'_> {
+    #[inline]
     fn byte(&self, at: usize) -> Option<u8> {
         self.u8(at)
     }
+    #[inline]
     fn le_u16(&self, at: usize) -> Option<u16> {
         self.u16(at)
     }
+    #[inline]
     fn le_u32(&self, at: usize) -> Option<u32> {
         self.u32(at)
     }
+    #[inline]
     fn le_u64(&self, at: usize) -> Option<u64> {
         self.u64(at)
     }
+    #[inline]
     fn compare_at(&self, at: usize, len: usize, key: &[u8]) -> Option<Ordering> {
         self.compare(at, len, key)
     }
+    #[inline]
     fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()> {
         self.copy_to(at, out)
     }
@@ -161,6 +167,12 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
     /// A reader of `bytes`; nothing is checked until something is read.
     pub fn new(bytes: &'b B) -> Self {
         Slotted { bytes }
+    }
+
+    /// Copies the page's first `out.len()` bytes (its whole image, for an `out` of the page
+    /// size).
+    pub fn copy_image(&self, out: &mut [u8]) -> Option<()> {
+        self.bytes.copy_out(0, out)
     }
 
     /// The page's kind, `None` for neither.

@@ -7,18 +7,16 @@
 //! do not change (copy on write: a page's id gets a new image only after no tree version
 //! reaches it), so each level needs only its own validation.
 //!
-//! A cursor reads a leaf's worth of entries at a time ([`Chunk`]): forward, the entries at
-//! or above a key and the key where the next leaf starts (the separator above the path's
-//! leaf at the deepest level that has one); backward, the entries below a key and the key
-//! where this leaf starts. The next chunk goes down again from the root by that key: the
-//! tree is copy on write, so leaves carry no sibling links to follow.
+//! A cursor reads up to a leaf's worth of entries at a time ([`Chunk`], at most a limit the
+//! caller sets, so a seek that reads one entry copies few): forward, the entries at or above
+//! a key and the key where the rest starts (the first entry not copied, or the separator
+//! above the path's leaf at the deepest level that has one); backward, the entries below a
+//! key and the key where they start (the first copied, or this leaf's start). The next chunk
+//! goes down again from the root by that key: the tree is copy on write, so leaves carry no
+//! sibling links to follow.
 //!
 //! Must never: return an entry from a read that did not validate; loop without bound on a
 //! damaged tree (depth is bounded, and so is every step).
-
-// The engine's tree moves onto the pool in the next step of its redesign (issue 25); until
-// then only the tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::ops::Range;
 
@@ -163,6 +161,11 @@ impl Chunk {
         &self.bytes[self.entries[index].0.clone()]
     }
 
+    /// How many entries have keys below `key` (the entries are in key order).
+    pub fn below(&self, key: &[u8]) -> usize {
+        self.entries.partition_point(|(at, _)| &self.bytes[at.clone()] < key)
+    }
+
     /// Copies entries `range` of `leaf` in (forward order).
     fn copy(&mut self, leaf: &Slotted<'_, FrameRead<'_>>, range: Range<usize>) -> Option<()> {
         for index in range {
@@ -183,14 +186,18 @@ impl Chunk {
     }
 }
 
-/// Copies the entries at or above `from` of the leaf that holds `from` into `chunk`, and
-/// the key where the next leaf starts.
+/// Copies the entries at or above `from` of the leaf that holds `from` into `chunk`, at
+/// most `limit` of them (at least one), and the key where the rest starts: the first entry
+/// not copied, or where the next leaf starts.
 pub fn chunk_forward<S: PageSource>(
     pool: &BufferPool<S>,
     root: u64,
     from: &[u8],
+    limit: usize,
     chunk: &mut Chunk,
 ) -> Result<(), ReadError<S::Error>> {
+    let limit = limit.max(1);
+    let mut cut: Option<Vec<u8>> = None;
     // The separator above the child taken, at the deepest level that has one. (A separator
     // is never empty: it is above some key.)
     let mut next: Option<Vec<u8>> = None;
@@ -210,26 +217,37 @@ pub fn chunk_forward<S: PageSource>(
             let start = match leaf.search(from)? {
                 Ok(at) | Err(at) => at,
             };
-            chunk.copy(leaf, start..leaf.count()?)
+            let count = leaf.count()?;
+            let end = count.min(start.saturating_add(limit));
+            cut = None;
+            if end < count {
+                let mut key = Vec::new();
+                leaf.key_into(end, &mut key)?;
+                cut = Some(key);
+            }
+            chunk.copy(leaf, start..end)
         },
     )?;
-    chunk.bound = next;
+    chunk.bound = cut.or(next);
     Ok(())
 }
 
 /// Copies the entries below `before` (all of them for `None`) of the leaf that holds the
-/// keys just below it into `chunk`, and the key where that leaf starts.
+/// keys just below it into `chunk`, the last `limit` of them at most (at least one), and the
+/// key where what was copied starts: that leaf's start, or the first entry copied.
 pub fn chunk_backward<S: PageSource>(
     pool: &BufferPool<S>,
     root: u64,
     before: Option<&[u8]>,
+    limit: usize,
     chunk: &mut Chunk,
 ) -> Result<(), ReadError<S::Error>> {
+    let limit = limit.max(1);
     let mut key: Option<Vec<u8>> = before.map(<[u8]>::to_vec);
     // A leaf with nothing below the key (the key is its first, or it is empty): the keys
     // below are before the leaf's start, so go again by that. Bounded, as every walk is.
     for _ in 0..MAX_DEPTH {
-        let start = descend_below(pool, root, key.as_deref(), chunk)?;
+        let start = descend_below(pool, root, key.as_deref(), limit, chunk)?;
         if !chunk.entries.is_empty() || start.is_none() {
             chunk.bound = start;
             return Ok(());
@@ -245,10 +263,12 @@ fn descend_below<S: PageSource>(
     pool: &BufferPool<S>,
     root: u64,
     before: Option<&[u8]>,
+    limit: usize,
     chunk: &mut Chunk,
 ) -> Result<Option<Vec<u8>>, ReadError<S::Error>> {
     let mut pid = root;
     let mut start: Option<Vec<u8>> = None;
+    let mut cut: Option<Vec<u8>> = None;
     let mut scratch = Vec::new();
     for _ in 0..MAX_DEPTH {
         let step = pool
@@ -271,7 +291,14 @@ fn descend_below<S: PageSource>(
                     }
                     Kind::Leaf => {
                         chunk.clear();
-                        chunk.copy(page, 0..at)?;
+                        let first = at.saturating_sub(limit);
+                        cut = None;
+                        if first > 0 {
+                            let mut key = Vec::new();
+                            page.key_into(first, &mut key)?;
+                            cut = Some(key);
+                        }
+                        chunk.copy(page, first..at)?;
                         Some(Step::Leaf(()))
                     }
                 }
@@ -284,7 +311,7 @@ fn descend_below<S: PageSource>(
                 }
                 pid = child;
             }
-            Step::Leaf(()) => return Ok(start),
+            Step::Leaf(()) => return Ok(cut.or(start)),
         }
     }
     Err(ReadError::TooDeep { root })

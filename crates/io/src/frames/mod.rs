@@ -180,6 +180,7 @@ impl Frames {
         self.page_bytes
     }
 
+    #[inline]
     fn check(&self, pid: u64) -> std::result::Result<(), FrameError> {
         if pid < self.pages {
             Ok(())
@@ -188,6 +189,7 @@ impl Frames {
         }
     }
 
+    #[inline]
     fn word(&self, pid: u64) -> &PageWord {
         assert!(pid < self.pages, "page id {pid} past the reservation's {}", self.pages);
         // SAFETY: `pid` is inside the word reservation, which lives as long as `self`;
@@ -195,6 +197,7 @@ impl Frames {
         unsafe { &*self.words.as_ptr().add(pid as usize) }
     }
 
+    #[inline]
     fn frame_words(&self, pid: u64) -> &[AtomicU64] {
         assert!(pid < self.pages, "page id {pid} past the reservation's {}", self.pages);
         let offset = pid as usize * self.page_bytes;
@@ -230,29 +233,21 @@ impl Frames {
         Ok(self.word(pid).load().version())
     }
 
-    /// Starts an optimistic read of a resident page, waiting while a writer holds it.
+    /// Starts an optimistic read of a resident page, waiting while a writer holds it; a page
+    /// the clock marked is unmarked (a use).
+    #[inline]
     pub fn optimistic(&self, pid: u64) -> std::result::Result<Optimistic<'_>, FrameError> {
-        self.check(pid)?;
-        let word = self.word(pid);
-        let mut backoff = Backoff::default();
-        loop {
-            let seen = word.load();
-            match seen.state() {
-                FrameState::Evicted => return Err(FrameError::Evicted),
-                FrameState::Exclusive => backoff.snooze(),
-                state => {
-                    if state == FrameState::Marked {
-                        word.touch(seen);
-                    }
-                    return Ok(Optimistic { frames: self, pid, seen });
-                }
-            }
+        let guard = self.optimistic_cold(pid)?;
+        if guard.seen.state() == FrameState::Marked {
+            self.word(pid).touch(guard.seen);
         }
+        Ok(guard)
     }
 
     /// `optimistic`, but leaves the clock's mark alone: for the read that follows a load,
     /// which is not a second use of the page (so a page read once, by a scan, stays the
     /// clock's first choice).
+    #[inline]
     pub fn optimistic_cold(&self, pid: u64) -> std::result::Result<Optimistic<'_>, FrameError> {
         self.check(pid)?;
         let word = self.word(pid);
@@ -385,12 +380,14 @@ impl<'a> Optimistic<'a> {
     }
 
     /// The frame's bytes; anything read is void until [`Optimistic::validate`] says `Ok`.
+    #[inline]
     pub fn read(&self) -> FrameRead<'a> {
         FrameRead::new(self.frames.frame_words(self.pid))
     }
 
     /// `Ok` when no writer changed or held the frame since the read began: what was read is
     /// one version of the page.
+    #[inline]
     pub fn validate(&self) -> std::result::Result<(), Restart> {
         if self.frames.word(self.pid).validate(self.seen) {
             Ok(())

@@ -30,42 +30,50 @@ pub struct FrameWrite<'a> {
 }
 
 impl std::fmt::Debug for FrameRead<'_> {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FrameRead").field("len", &self.len()).finish()
     }
 }
 
 impl std::fmt::Debug for FrameWrite<'_> {
+    #[inline]
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FrameWrite").field("len", &(self.words.len() * WORD)).finish()
     }
 }
 
+#[inline]
 fn in_range(len: usize, offset: usize, n: usize) -> bool {
     offset.checked_add(n).is_some_and(|end| end <= len)
 }
 
 impl<'a> FrameRead<'a> {
+    #[inline]
     pub(crate) fn new(words: &'a [AtomicU64]) -> FrameRead<'a> {
         FrameRead { words }
     }
 
     /// The frame's size in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.words.len() * WORD
     }
 
     /// True for a frame of no bytes (never, for a real frame).
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
 
+    #[inline]
     fn word(&self, index: usize) -> u64 {
         self.words[index].load(Ordering::Relaxed)
     }
 
     /// `n` (1 to 8) bytes at `offset` as the low bytes of a little-endian value; the caller
     /// checked the range.
+    #[inline]
     fn load_le(&self, offset: usize, n: usize) -> u64 {
         debug_assert!((1..=WORD).contains(&n) && in_range(self.len(), offset, n));
         let (index, shift) = (offset / WORD, (offset % WORD) * 8);
@@ -81,27 +89,32 @@ impl<'a> FrameRead<'a> {
     }
 
     /// The byte at `offset`.
+    #[inline]
     pub fn u8(&self, offset: usize) -> Option<u8> {
         in_range(self.len(), offset, 1).then(|| self.load_le(offset, 1) as u8)
     }
 
     /// The little-endian `u16` at `offset`.
+    #[inline]
     pub fn u16(&self, offset: usize) -> Option<u16> {
         in_range(self.len(), offset, 2).then(|| self.load_le(offset, 2) as u16)
     }
 
     /// The little-endian `u32` at `offset`.
+    #[inline]
     pub fn u32(&self, offset: usize) -> Option<u32> {
         in_range(self.len(), offset, 4).then(|| self.load_le(offset, 4) as u32)
     }
 
     /// The little-endian `u64` at `offset`.
+    #[inline]
     pub fn u64(&self, offset: usize) -> Option<u64> {
         in_range(self.len(), offset, 8).then(|| self.load_le(offset, 8))
     }
 
     /// The eight bytes at `offset` as a big-endian number, zero-padded past `end` (for
     /// comparing keys eight bytes at a time). `None` when `offset..end` leaves the frame.
+    #[inline]
     pub fn head_be(&self, offset: usize, end: usize) -> Option<u64> {
         if end < offset || end > self.len() {
             return None;
@@ -117,6 +130,7 @@ impl<'a> FrameRead<'a> {
     }
 
     /// Copies `out.len()` bytes from `offset` into `out`.
+    #[inline]
     pub fn copy_to(&self, offset: usize, out: &mut [u8]) -> Option<()> {
         if !in_range(self.len(), offset, out.len()) {
             return None;
@@ -145,6 +159,7 @@ impl<'a> FrameRead<'a> {
     }
 
     /// Appends `len` bytes from `offset` to `out`.
+    #[inline]
     pub fn extend_into(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {
         if !in_range(self.len(), offset, len) {
             return None;
@@ -155,6 +170,7 @@ impl<'a> FrameRead<'a> {
     }
 
     /// Compares the `len` bytes at `offset` with `key`, as byte strings.
+    #[inline]
     pub fn compare(&self, offset: usize, len: usize, key: &[u8]) -> Option<CmpOrdering> {
         if !in_range(self.len(), offset, len) {
             return None;
@@ -176,27 +192,32 @@ impl<'a> FrameRead<'a> {
 }
 
 impl<'a> FrameWrite<'a> {
+    #[inline]
     pub(crate) fn new(words: &'a [AtomicU64]) -> FrameWrite<'a> {
         FrameWrite { words }
     }
 
     /// Reads of the same frame.
+    #[inline]
     pub fn read(&self) -> FrameRead<'_> {
         FrameRead::new(self.words)
     }
 
     /// The frame's size in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.words.len() * WORD
     }
 
     /// True for a frame of no bytes (never, for a real frame).
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
 
     /// Writes `bytes` at `offset`. Panics past the frame's end: a writer holds the frame
     /// exclusively and computed the offset from bytes it checked, so that is a bug.
+    #[inline]
     pub fn put(&mut self, offset: usize, bytes: &[u8]) {
         assert!(
             in_range(self.len(), offset, bytes.len()),
@@ -225,21 +246,25 @@ impl<'a> FrameWrite<'a> {
     }
 
     /// Writes a little-endian `u16` at `offset`.
+    #[inline]
     pub fn put_u16(&mut self, offset: usize, value: u16) {
         self.put(offset, &value.to_le_bytes());
     }
 
     /// Writes a little-endian `u32` at `offset`.
+    #[inline]
     pub fn put_u32(&mut self, offset: usize, value: u32) {
         self.put(offset, &value.to_le_bytes());
     }
 
     /// Writes a little-endian `u64` at `offset`.
+    #[inline]
     pub fn put_u64(&mut self, offset: usize, value: u64) {
         self.put(offset, &value.to_le_bytes());
     }
 
     /// Writes the whole frame from `image` (exactly the frame's size).
+    #[inline]
     pub fn put_all(&mut self, image: &[u8]) {
         assert_eq!(image.len(), self.len(), "a frame image of the wrong size");
         for (word, chunk) in self.words.iter().zip(image.chunks_exact(WORD)) {
@@ -250,6 +275,7 @@ impl<'a> FrameWrite<'a> {
     }
 
     /// Moves `len` bytes from `from` to `to` within the frame (the ranges may overlap).
+    #[inline]
     pub fn copy_within(&mut self, from: usize, to: usize, len: usize) {
         assert!(in_range(self.len(), from, len) && in_range(self.len(), to, len));
         let mut buffer = [0u8; 256];
@@ -265,6 +291,7 @@ impl<'a> FrameWrite<'a> {
     }
 
     /// Zeroes `len` bytes at `offset`.
+    #[inline]
     pub fn zero(&mut self, offset: usize, len: usize) {
         let zeros = [0u8; 256];
         let mut done = 0;
@@ -281,6 +308,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[inline]
     fn frame(bytes: &[u8]) -> Vec<AtomicU64> {
         assert_eq!(bytes.len() % WORD, 0);
         bytes
@@ -289,6 +317,7 @@ mod tests {
             .collect()
     }
 
+    #[inline]
     fn bytes_of(words: &[AtomicU64]) -> Vec<u8> {
         words.iter().flat_map(|w| w.load(Ordering::Relaxed).to_ne_bytes()).collect()
     }
@@ -347,6 +376,7 @@ mod tests {
     }
 
     #[test]
+    #[inline]
     fn a_frame_image_goes_in_whole_and_fields_land_little_endian() {
         let words = frame(&[0u8; 32]);
         let mut write = FrameWrite::new(&words);

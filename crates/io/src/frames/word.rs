@@ -73,16 +73,19 @@ pub enum FrameState {
 }
 
 impl Seen {
+    #[inline]
     fn state_byte(self) -> u64 {
         self.0 >> STATE_SHIFT
     }
 
     /// The version part.
+    #[inline]
     pub(crate) fn version(self) -> u64 {
         self.0 & VERSION_MASK
     }
 
     /// The state part.
+    #[inline]
     pub(crate) fn state(self) -> FrameState {
         match self.state_byte() {
             EVICTED => FrameState::Evicted,
@@ -114,12 +117,14 @@ impl PageWord {
     }
 
     /// The word now, `Acquire`: a reader's start.
+    #[inline]
     pub(crate) fn load(&self) -> Seen {
         Seen(self.0.load(Ordering::Acquire))
     }
 
     /// True when nothing changed since `seen` and no writer holds the frame: the reads in
     /// between saw one version. Call after the reads.
+    #[inline]
     pub(crate) fn validate(&self, seen: Seen) -> bool {
         fence(Ordering::Acquire);
         let now = Seen(self.0.load(Ordering::Relaxed));
@@ -209,6 +214,7 @@ impl PageWord {
     }
 
     /// A use clears the clock's mark, so the page survives the clock's next pass.
+    #[inline]
     pub(crate) fn touch(&self, seen: Seen) {
         if matches!(seen.state(), FrameState::Marked) {
             // Lost to another toucher, a lock or an eviction: each settles the mark.

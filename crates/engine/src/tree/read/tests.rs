@@ -126,12 +126,15 @@ fn chunks_walk_the_tree_both_ways_from_any_key() {
         starts.push(format!("user{:05}", rng.u32(0..100_000)).into_bytes());
     }
     let mut chunk = Chunk::default();
-    for start in &starts {
+    for (round, start) in starts.iter().enumerate() {
+        // Whole leaves, and chunks cut short.
+        let limit = [usize::MAX, 1, 3][round % 3];
         // Forward from `start`: every key at or above it, in order, each value right.
         let mut seen = Vec::new();
         let mut from = start.clone();
         for _ in 0..expected.len() + 2 {
-            chunk_forward(&pool, root, &from, &mut chunk).expect("a chunk");
+            chunk_forward(&pool, root, &from, limit, &mut chunk).expect("a chunk");
+            assert!(chunk.entries.len() <= limit);
             for index in 0..chunk.entries.len() {
                 let key = chunk.key(index).to_vec();
                 assert_eq!(Some(&value_of(&chunk, index)), expected.get(&key));
@@ -149,7 +152,8 @@ fn chunks_walk_the_tree_both_ways_from_any_key() {
         let mut seen = Vec::new();
         let mut before = Some(start.clone()).filter(|s| !s.is_empty());
         for _ in 0..expected.len() + 2 {
-            chunk_backward(&pool, root, before.as_deref(), &mut chunk).expect("a chunk");
+            chunk_backward(&pool, root, before.as_deref(), limit, &mut chunk).expect("a chunk");
+            assert!(chunk.entries.len() <= limit);
             for index in (0..chunk.entries.len()).rev() {
                 seen.push(chunk.key(index).to_vec());
             }

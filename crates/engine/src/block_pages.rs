@@ -41,14 +41,16 @@
 //! through `reclaim`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite, GroupId};
+use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
+use tierkv_tiercache::{AdmitSource, TierCache, TierKey, TierOptions, TierStats};
 
 use crate::buffer::{self, BufferError, BufferPool};
 use crate::meta::{Meta, MetaError, META_BLOCK};
-use crate::page::slotted::{self, Kind, Slotted};
+use crate::page::slotted;
 use crate::page::{self, OverflowRef, Page, PageError, Value};
 use crate::tree::read::{self as tree_read, Chunk, Found, ReadError};
 use crate::tree::{PageSource, PageStore};
@@ -147,20 +149,67 @@ impl From<ReadError<PagesError>> for PagesError {
     }
 }
 
-/// The block store below the frames: where a miss reads a page, and where a clean leaf the
-/// clock evicts is offered to the tier (`BlockStore::offer_evicted`) as its image, as it is.
+/// What lies below the frames: the tier cache (seed 002's NVCache), if the store has one,
+/// then the block store. A miss looks in the tier, then reads the block (and may admit it:
+/// `cache_on_read`); a clean page the clock evicts may go to the tier as its image, as it is
+/// (`cache_on_evict`); a page a checkpoint wrote may too (`cache_on_checkpoint`). The tier
+/// keys a page by its id alone: every change of a page id's content (`installed`,
+/// `discarded`) first drops what the tier holds for it, and all of these run under the
+/// frame's exclusive hold, so the tier never holds an image its page id no longer has. An
+/// entry is the image and its CRC-32C, checked on every hit.
 pub struct BlockSource {
     blocks: Arc<dyn BlockStore>,
     page_bytes: usize,
+    tier: Option<TierCache>,
+    /// Tier hits whose image failed its checksum (and were read from the block store).
+    tier_rejected: AtomicU64,
+}
+
+impl BlockSource {
+    fn key(pid: u64) -> TierKey {
+        TierKey { id: pid, version: 0 }
+    }
+
+    /// Offers page `pid`'s image to the tier, from `source`.
+    fn offer(&self, tier: &TierCache, pid: u64, image: &[u8], source: AdmitSource) {
+        let key = BlockSource::key(pid);
+        if tier.admission(key, image.len() + 4, source).is_none() {
+            let crc = tierkv_io::crc32c(image).to_le_bytes();
+            tier.admit(key, &[image, &crc], source);
+        }
+    }
+
+    /// Page `pid`'s image from the tier, checked; `None` when the tier does not hold it or
+    /// its copy failed the check (then dropped and counted).
+    fn read_tier(&self, tier: &TierCache, pid: u64) -> Option<Vec<u8>> {
+        let mut entry = Vec::new();
+        if !tier.get(BlockSource::key(pid), &mut entry) {
+            return None;
+        }
+        let good = entry.len() == self.page_bytes + 4 && {
+            let (image, crc) = entry.split_at(self.page_bytes);
+            crc == tierkv_io::crc32c(image).to_le_bytes()
+        };
+        if !good {
+            tier.invalidate(BlockSource::key(pid));
+            self.tier_rejected.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        entry.truncate(self.page_bytes);
+        Some(entry)
+    }
 }
 
 impl buffer::PageSource for BlockSource {
     type Error = PagesError;
 
-    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), PagesError> {
-        let (bytes, version) = self
+    fn read_page(&self, pid: u64) -> Result<Vec<u8>, PagesError> {
+        if let Some(image) = self.tier.as_ref().and_then(|tier| self.read_tier(tier, pid)) {
+            return Ok(image);
+        }
+        let bytes = self
             .blocks
-            .read_versioned(BlockId(pid))
+            .read(BlockId(pid))
             .map_err(|source| PagesError::Block { page: pid, source })?
             .ok_or(PagesError::Missing { page: pid })?;
         if bytes.len() != self.page_bytes {
@@ -171,13 +220,28 @@ impl buffer::PageSource for BlockSource {
             );
             return Err(PagesError::Corrupt { page: pid, source: PageError { offset: 0, detail } });
         }
-        Ok((bytes, version.map(|version| version.0)))
+        if let Some(tier) = &self.tier {
+            self.offer(tier, pid, &bytes, AdmitSource::Read);
+        }
+        Ok(bytes)
     }
 
-    fn evicted(&self, pid: u64, version: u64, image: &[u8]) {
-        // Internal pages stay out of the tier: they are few and hot.
-        if Slotted::new(image).kind() == Some(Kind::Leaf) {
-            self.blocks.offer_evicted(BlockId(pid), GroupId(version), image);
+    fn evicted(&self, pid: u64, image: &[u8]) {
+        if let Some(tier) = &self.tier {
+            self.offer(tier, pid, image, AdmitSource::Evict);
+        }
+    }
+
+    fn installed(&self, pid: u64, image: &[u8]) {
+        if let Some(tier) = &self.tier {
+            tier.invalidate(BlockSource::key(pid));
+            self.offer(tier, pid, image, AdmitSource::Checkpoint);
+        }
+    }
+
+    fn discarded(&self, pid: u64) {
+        if let Some(tier) = &self.tier {
+            tier.invalidate(BlockSource::key(pid));
         }
     }
 }
@@ -189,45 +253,27 @@ pub struct Pages {
     page_bytes: usize,
     /// Ids no block holds and no tree version names (see the module header).
     reusable: Mutex<BTreeSet<u64>>,
-    /// The block store's index bytes, as last counted in the pool's budget.
-    index_counted: Mutex<usize>,
 }
 
 impl Pages {
-    /// Pages of `page_bytes` on `blocks`, in frames of at most `budget` bytes.
+    /// Pages of `page_bytes` on `blocks`, in frames of at most `budget` bytes, over a tier
+    /// cache made with `tier` if given.
     ///
     /// # Errors
     ///
-    /// When the frames' address space cannot be reserved.
+    /// When the frames' address space cannot be reserved, or the tier cannot be made.
     pub fn new(
         blocks: Arc<dyn BlockStore>,
         budget: usize,
         page_bytes: usize,
-    ) -> tierkv_io::Result<Pages> {
+        tier: Option<TierOptions>,
+    ) -> crate::Result<Pages> {
         let stride = page_bytes.max(tierkv_io::frames::MIN_FRAME_BYTES) as u64;
-        let source = BlockSource { blocks, page_bytes };
+        let tier = tier.map(TierCache::open).transpose()?;
+        let source = BlockSource { blocks, page_bytes, tier, tier_rejected: AtomicU64::new(0) };
         let pool = BufferPool::new(FRAME_RESERVATION_BYTES / stride, page_bytes, budget, source)?;
-        let pages = Pages {
-            pool,
-            page_bytes,
-            reusable: Mutex::new(BTreeSet::new()),
-            index_counted: Mutex::new(0),
-        };
-        pages.count_index();
+        let pages = Pages { pool, page_bytes, reusable: Mutex::new(BTreeSet::new()) };
         Ok(pages)
-    }
-
-    /// Counts the block store's records of its blocks (its id → location map) in the pool's
-    /// budget, as they are now: they grow with the pages, so the frames give them room.
-    pub fn count_index(&self) {
-        let now = usize::try_from(self.blocks().stats().index_bytes).unwrap_or(usize::MAX);
-        let mut counted = self.index_counted.lock().unwrap_or_else(PoisonError::into_inner);
-        if now > *counted {
-            self.pool.reserve(now - *counted);
-        } else {
-            self.pool.unreserve(*counted - now);
-        }
-        *counted = now;
     }
 
     fn reusable(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
@@ -262,6 +308,23 @@ impl Pages {
     /// The block store.
     pub fn blocks(&self) -> &dyn BlockStore {
         &*self.pool.source().blocks
+    }
+
+    /// The tier's counters, when the store has one.
+    pub fn tier_stats(&self) -> Option<TierStats> {
+        self.pool.source().tier.as_ref().map(TierCache::stats)
+    }
+
+    /// Tier hits whose image failed its check (and were read from the block store).
+    pub fn tier_rejected(&self) -> u64 {
+        self.pool.source().tier_rejected.load(Ordering::Relaxed)
+    }
+
+    /// Stops the tier's eviction thread (at close).
+    pub fn close_tier(&self) {
+        if let Some(tier) = &self.pool.source().tier {
+            tier.close();
+        }
     }
 
     /// The buffer pool.
@@ -646,7 +709,7 @@ impl<'a> BlockPages<'a> {
             .collect();
         // CRASH: the group lands whole or not at all; a page at a reused id goes only with
         // the meta record naming its tree (`with_reused`), so none is left unaccounted for.
-        let version = self.pages.blocks().apply_checkpoint_group(&group)?;
+        self.pages.blocks().apply_group(&group)?;
         let overflow_bytes: usize = self.overflow.values().map(|chunk| chunk.len()).sum();
         self.overflow.clear();
         self.dirty_bytes -= overflow_bytes;
@@ -659,7 +722,7 @@ impl<'a> BlockPages<'a> {
             // Durable now, so it may be read from its frame. A page the frames cannot hold
             // (an id past the reservation) is left to the block store: its readers get the
             // same error from the pool that this install got.
-            let installed = pool.install(id, image, version.0);
+            let installed = pool.install(id, image);
             debug_assert!(
                 matches!(installed, Ok(()) | Err(BufferError::Beyond { .. })),
                 "installing page {id}: {installed:?}"
@@ -668,7 +731,6 @@ impl<'a> BlockPages<'a> {
         debug_assert!(with_reused || self.dirty.keys().all(|id| self.reused.contains(id)));
         debug_assert_eq!(self.dirty.is_empty(), self.dirty_bytes == 0);
         self.reserve(true);
-        self.pages.count_index();
         Ok(())
     }
 }

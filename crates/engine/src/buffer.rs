@@ -17,10 +17,9 @@
 //! image to the source (`PageSource::evicted`: the tier below) before its memory goes back
 //! to the kernel.
 //!
-//! **Memory.** The budget counts each resident frame at its stride, plus the ring, plus the
-//! frames' words up to the highest page id used, plus `reserved` bytes (what the engine
-//! holds outside the frames that grows with the pages: the checkpoint's dirty pages, the
-//! block store's map); `install` and `load` evict
+//! **Memory.** The budget counts each resident frame at its stride, plus the ring, plus
+//! `reserved` bytes (what the engine holds outside the frames: the checkpoint's dirty
+//! pages); `install` and `load` evict
 //! first so that the sum stays under it (when every page is locked, it passes the budget
 //! and counts that in `Stats::over_budget`).
 //!
@@ -38,14 +37,22 @@ use crate::page::slotted::{self, Slotted};
 use crate::page::PageError;
 use crate::striped::Striped;
 
-/// Where pages come from and go to below the frames (the block store, with its tier).
+/// Where pages come from and go to below the frames (the tier, then the block store). Each
+/// call is made while the caller holds page `pid`'s frame exclusively (loading it, evicting
+/// it, installing it, dropping it), or, for `discarded` of a page not resident, when no
+/// reader can reach the page, so for one page they never overlap.
 pub trait PageSource: Send + Sync {
     /// Why a read failed.
     type Error;
-    /// Page `pid`'s image (exactly the page size) and its version in the store, if any.
-    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), Self::Error>;
-    /// A clean page leaves the frames, at `version` (from `read_page` or `install`).
-    fn evicted(&self, pid: u64, version: u64, image: &[u8]);
+    /// Page `pid`'s image (exactly the page size).
+    fn read_page(&self, pid: u64) -> Result<Vec<u8>, Self::Error>;
+    /// A clean page leaves its frame, as `image`.
+    fn evicted(&self, pid: u64, image: &[u8]);
+    /// Page `pid` has a new image, `image` (the writer's, once durable): whatever the
+    /// source kept of an older one is void.
+    fn installed(&self, pid: u64, image: &[u8]);
+    /// Page `pid` is gone (its block deleted): whatever the source kept of it is void.
+    fn discarded(&self, pid: u64);
 }
 
 /// Why a page could not be read through the pool.
@@ -101,11 +108,9 @@ pub struct Stats {
 #[derive(Default)]
 struct Clock {
     ring: Vec<u64>,
-    /// Page id → (place on the ring, version in the source).
-    places: HashMap<u64, (usize, u64)>,
+    /// Page id → place on the ring.
+    places: HashMap<u64, usize>,
     hand: usize,
-    /// The highest page id loaded or installed: the frames' words are touched up to it.
-    highest: u64,
     misses: u64,
     evictions: u64,
     installs: u64,
@@ -113,26 +118,24 @@ struct Clock {
 }
 
 impl Clock {
-    fn add(&mut self, pid: u64, version: u64) {
-        self.highest = self.highest.max(pid);
-        if let Some(place) = self.places.get_mut(&pid) {
-            place.1 = version;
+    fn add(&mut self, pid: u64) {
+        if self.places.contains_key(&pid) {
             return;
         }
-        self.places.insert(pid, (self.ring.len(), version));
+        self.places.insert(pid, self.ring.len());
         self.ring.push(pid);
         debug_assert_eq!(self.places.len(), self.ring.len());
     }
 
-    fn remove(&mut self, pid: u64) -> Option<u64> {
-        let (at, version) = self.places.remove(&pid)?;
+    fn remove(&mut self, pid: u64) -> bool {
+        let Some(at) = self.places.remove(&pid) else { return false };
         let last = self.ring.pop().expect("a page in the map is on the ring");
         if last != pid {
             self.ring[at] = last;
-            self.places.get_mut(&last).expect("every ring page is in the map").0 = at;
+            *self.places.get_mut(&last).expect("every ring page is in the map") = at;
         }
         debug_assert_eq!(self.places.len(), self.ring.len());
-        Some(version)
+        true
     }
 }
 
@@ -253,7 +256,7 @@ impl<S: PageSource> BufferPool<S> {
             // for that load in `optimistic` while the loader holds the frame).
             return Ok(());
         };
-        let (image, version) = self.source.read_page(pid).map_err(BufferError::Source)?;
+        let image = self.source.read_page(pid).map_err(BufferError::Source)?;
         // Checked before it is in the frame: a frame only ever holds a valid page.
         slotted::check(&image, self.page_bytes)
             .map_err(|source| BufferError::Corrupt { pid, source })?;
@@ -262,24 +265,20 @@ impl<S: PageSource> BufferPool<S> {
         loading.finish_cold();
         let mut clock = self.clock();
         clock.misses += 1;
-        clock.add(pid, version.unwrap_or(u64::MAX));
+        clock.add(pid);
         Ok(())
     }
 
-    /// Puts `image` (a checked page) in page `pid`'s frame, resident and clean at `version`:
-    /// the writer's new pages, once the group that holds them is durable. No reader may
-    /// reach `pid` through a tree it holds while this runs with another image.
-    pub fn install(
-        &self,
-        pid: u64,
-        image: &[u8],
-        version: u64,
-    ) -> Result<(), BufferError<S::Error>> {
+    /// Puts `image` (a checked page) in page `pid`'s frame, resident and clean: the
+    /// writer's new pages, once the group that holds them is durable. No reader may reach
+    /// `pid` through a tree it holds while this runs with another image.
+    pub fn install(&self, pid: u64, image: &[u8]) -> Result<(), BufferError<S::Error>> {
         assert_eq!(image.len(), self.page_bytes, "an image of the wrong size");
         debug_assert!(slotted::check(image, self.page_bytes).is_ok(), "installing a bad page");
         loop {
             match self.frames.lock_exclusive(pid) {
                 Ok(mut held) => {
+                    self.source.installed(pid, image);
                     held.write().put(0, image);
                     break;
                 }
@@ -288,6 +287,7 @@ impl<S: PageSource> BufferPool<S> {
                     if let Some(mut loading) =
                         self.frames.try_load(pid).map_err(|e| self.beyond(e))?
                     {
+                        self.source.installed(pid, image);
                         loading.write().put(0, image);
                         drop(loading.finish());
                         break;
@@ -298,17 +298,22 @@ impl<S: PageSource> BufferPool<S> {
         }
         let mut clock = self.clock();
         clock.installs += 1;
-        clock.add(pid, version);
+        clock.add(pid);
         Ok(())
     }
 
     /// Drops page `pid` from the frames, without handing it to the source: the page is gone
     /// (deleted), not demoted.
     pub fn discard(&self, pid: u64) {
-        if self.clock().remove(pid).is_none() {
+        if !self.clock().remove(pid) {
+            // Not resident; what the source keeps of it goes all the same. (Without the
+            // frame's lock: a page is discarded only once no reader can reach it, so no load
+            // of it races this.)
+            self.source.discarded(pid);
             return;
         }
         if let Ok(held) = self.frames.lock_exclusive(pid) {
+            self.source.discarded(pid);
             held.evict();
         }
         debug_assert_eq!(self.frames.state(pid), Ok(FrameState::Evicted));
@@ -338,19 +343,16 @@ impl<S: PageSource> BufferPool<S> {
         self.budget.load(Ordering::Relaxed)
     }
 
-    /// Bytes counted with `resident` pages: their frames and clock records, the words up to
-    /// page `highest` (in whole kernel pages), and the reserved bytes.
-    fn used(&self, resident: usize, highest: u64) -> usize {
-        let words = (highest as usize + 1)
-            .saturating_mul(size_of::<u64>())
-            .next_multiple_of(tierkv_io::frames::MIN_FRAME_BYTES);
-        resident * (self.stride + CLOCK_ENTRY_BYTES) + words + self.reserved.load(Ordering::Relaxed)
+    /// Bytes counted with `resident` pages: their frames and clock records, and the
+    /// reserved bytes. (Not yet the frames' words, 8 bytes per page id up to the highest
+    /// used: page ids grow past the pages while checkpoints that flush early reuse none.)
+    fn used(&self, resident: usize) -> usize {
+        resident * (self.stride + CLOCK_ENTRY_BYTES) + self.reserved.load(Ordering::Relaxed)
     }
 
     /// Bytes the pool counts now.
     pub fn used_bytes(&self) -> usize {
-        let clock = self.clock();
-        self.used(clock.ring.len(), clock.highest)
+        self.used(self.clock().ring.len())
     }
 
     /// Evicts until `more` pages more fit the budget (or nothing can leave).
@@ -359,7 +361,7 @@ impl<S: PageSource> BufferPool<S> {
         let mut clock = self.clock();
         // Two passes over the ring at most: the first marks, the second evicts.
         let mut steps = 2 * clock.ring.len() + 1;
-        while self.used(clock.ring.len() + more, clock.highest) > budget {
+        while self.used(clock.ring.len() + more) > budget {
             if clock.ring.is_empty() || steps == 0 {
                 clock.over_budget += 1;
                 return;
@@ -371,10 +373,8 @@ impl<S: PageSource> BufferPool<S> {
             match self.frames.state(pid) {
                 Ok(FrameState::Marked) => {
                     if let Some(victim) = self.frames.try_lock_marked(pid) {
-                        let version = clock.remove(pid).unwrap_or(u64::MAX);
-                        if version != u64::MAX {
-                            self.source.evicted(pid, version, &victim.bytes()[..self.page_bytes]);
-                        }
+                        clock.remove(pid);
+                        self.source.evicted(pid, &victim.bytes()[..self.page_bytes]);
                         victim.evict();
                         clock.evictions += 1;
                         // The last page moved into this place: look at it next.

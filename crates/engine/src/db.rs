@@ -826,6 +826,7 @@ impl Inner {
         // Every checkpoint or compaction that starts from now on sees `closed` under this
         // lock; one that started before has ended once it is free.
         drop(lock(&self.checkpointer));
+        self.pages.close_tier();
         let blocks = self.pages.blocks().close().map_err(Error::from);
         // CRASH: a write racing the close may have appended after the last checkpoint; the
         // log's close makes it durable, and the next open replays it.

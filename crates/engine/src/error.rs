@@ -25,6 +25,10 @@ pub enum Error {
     #[error(transparent)]
     Io(#[from] tierkv_io::Error),
 
+    /// The tier cache could not be made (`Options::tier`).
+    #[error(transparent)]
+    Tier(#[from] tierkv_tiercache::TierError),
+
     /// The files are not a tierkv store, or disagree with each other.
     #[error("corrupt store: {0}")]
     Corruption(String),
@@ -236,6 +240,9 @@ impl Error {
             Error::Pages(PagesError::Block { source, .. }) => block_kind(source),
             Error::Pages(_) | Error::Corruption(_) => ErrorKind::Corruption,
             Error::Io(error) => io_kind(error),
+            Error::Tier(tierkv_tiercache::TierError::InvalidOptions(_)) => ErrorKind::InvalidInput,
+            Error::Tier(tierkv_tiercache::TierError::Region(error)) => io_kind(error),
+            Error::Tier(tierkv_tiercache::TierError::Thread(_)) => ErrorKind::Io,
             Error::InvalidOptions(_)
             | Error::EmptyKey
             | Error::KeyTooLarge { .. }

@@ -42,7 +42,7 @@ fn reads_below_the_page_cache_come_from_the_tier_and_stay_right() {
         let stats = db.stats().expect("stats");
         let tier = stats.tier.expect("a tier");
         assert!(tier.hits > 0 && tier.inserts_checkpoint > 0, "{tier}");
-        assert_eq!(stats.blocks.tier_rejected, 0);
+        assert_eq!(stats.cache.tier_rejected, 0);
         db.close().expect("close");
     }
 }
@@ -110,6 +110,6 @@ fn demoted_pages_stay_right(exclusive: bool) {
     assert!(tier.inserts_evict > 0 && tier.hits > 0, "{tier}");
     assert_eq!((tier.inserts_read, tier.inserts_checkpoint), (0, 0), "{tier}");
     assert_eq!(tier.taken, if exclusive { tier.hits } else { 0 }, "{tier}");
-    assert_eq!(stats.blocks.tier_rejected, 0);
+    assert_eq!(stats.cache.tier_rejected, 0);
     db.close().expect("close");
 }

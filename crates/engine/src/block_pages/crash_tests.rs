@@ -51,7 +51,7 @@ fn every_crash_leaves_a_whole_checkpoint() {
     let mut checkpoints: Vec<(u64, State)> = vec![(0, State::new())];
     {
         let blocks = LogStore::open(&storage, dir, options()).expect("open");
-        let shared = Pages::new(Arc::new(blocks), 64 << 10, 512).expect("frames");
+        let shared = Pages::new(Arc::new(blocks), 64 << 10, 512, None).expect("frames");
         let mut pages = BlockPages::new(&shared, 1);
         let mut tree = Tree::create(&mut pages, 512);
         let mut model = State::new();
@@ -100,7 +100,7 @@ fn every_crash_leaves_a_whole_checkpoint() {
             let storage = Storage::Sim(replay.image(model, image_seed));
             let blocks = LogStore::open(&storage, dir, options())
                 .unwrap_or_else(|e| panic!("recovery: {e}: {context}"));
-            let pages = Pages::new(Arc::new(blocks), 64 << 10, 512).expect("frames");
+            let pages = Pages::new(Arc::new(blocks), 64 << 10, 512, None).expect("frames");
             let found = match pages.read_meta().unwrap_or_else(|e| panic!("meta: {e}: {context}")) {
                 None => State::new(),
                 Some(meta) => {

@@ -10,7 +10,7 @@ use crate::page::Value;
 use crate::tree::Tree;
 
 fn shared(blocks: LogStore, budget: usize, page_bytes: usize) -> Pages {
-    Pages::new(Arc::new(blocks), budget, page_bytes).expect("frames")
+    Pages::new(Arc::new(blocks), budget, page_bytes, None).expect("frames")
 }
 
 fn meta(tree: &Tree, pages: &BlockPages<'_>, sequence: u64) -> Meta {
@@ -110,7 +110,7 @@ fn dirty_pages_stay_with_the_session_and_reach_the_frames_only_once_durable() {
     // Frames for about sixteen pages, besides the frames' words and the block store's map:
     // far too few for the tree, whose dirty pages the session keeps.
     let budget = 16 * (4 << 10) + (48 << 10);
-    let shared = Pages::new(Arc::new(blocks), budget, 512).expect("frames");
+    let shared = Pages::new(Arc::new(blocks), budget, 512, None).expect("frames");
     let pool = shared.pool();
     let mut pages = BlockPages::new(&shared, 1);
     let mut tree = Tree::create(&mut pages, 512);

@@ -12,7 +12,10 @@ const PAGE: usize = 4096;
 #[derive(Default)]
 struct Source {
     reads: AtomicU64,
-    evicted: Mutex<Vec<(u64, u64)>>,
+    /// Pages evicted, with their images' first value byte (the generation).
+    evicted: Mutex<Vec<(u64, u8)>>,
+    installed: Mutex<Vec<u64>>,
+    discarded: Mutex<Vec<u64>>,
     damaged: Mutex<Option<u64>>,
 }
 
@@ -26,17 +29,28 @@ fn image_of(pid: u64, generation: u8) -> Vec<u8> {
 
 impl PageSource for Source {
     type Error = String;
-    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), String> {
+    fn read_page(&self, pid: u64) -> Result<Vec<u8>, String> {
         self.reads.fetch_add(1, Ordering::Relaxed);
         let mut image = image_of(pid, 1);
         if *self.damaged.lock().expect("lock") == Some(pid) {
             image[0] = 9;
         }
-        Ok((image, Some(1000 + pid)))
+        Ok(image)
     }
-    fn evicted(&self, pid: u64, version: u64, image: &[u8]) {
+    fn evicted(&self, pid: u64, image: &[u8]) {
         assert_eq!(slotted::check(image, PAGE), Ok(slotted::Kind::Leaf), "a bad image demoted");
-        self.evicted.lock().expect("lock").push((pid, version));
+        let slotted::ValueAt::Inline { offset, .. } = Slotted::new(image).value(0).expect("value")
+        else {
+            panic!("an overflow value in a test page")
+        };
+        self.evicted.lock().expect("lock").push((pid, image[offset]));
+    }
+    fn installed(&self, pid: u64, image: &[u8]) {
+        assert_eq!(slotted::check(image, PAGE), Ok(slotted::Kind::Leaf), "a bad image installed");
+        self.installed.lock().expect("lock").push(pid);
+    }
+    fn discarded(&self, pid: u64) {
+        self.discarded.lock().expect("lock").push(pid);
     }
 }
 
@@ -57,13 +71,10 @@ fn frame_cost() -> usize {
     PAGE + CLOCK_ENTRY_BYTES
 }
 
-/// The budget of `frames` frames: theirs, and one kernel page of frame words (page ids below
-/// 512).
+/// The budget of `frames` frames.
 fn frames(frames: usize) -> usize {
-    frames * frame_cost() + WORDS
+    frames * frame_cost()
 }
-
-const WORDS: usize = 4096;
 
 #[test]
 fn a_page_loads_once_and_then_reads_in_place() {
@@ -78,7 +89,7 @@ fn a_page_loads_once_and_then_reads_in_place() {
 }
 
 #[test]
-fn the_budget_holds_and_evicted_pages_go_to_the_source_with_their_versions() {
+fn the_budget_holds_and_evicted_pages_go_to_the_source_as_they_are() {
     let pool = BufferPool::new(64, PAGE, frames(4), Source::default()).expect("pool");
     for pid in 1..=10 {
         assert_eq!(entry(&pool, pid).0, format!("page{pid:08}").into_bytes());
@@ -87,7 +98,7 @@ fn the_budget_holds_and_evicted_pages_go_to_the_source_with_their_versions() {
     }
     let evicted = pool.source().evicted.lock().expect("lock").clone();
     assert_eq!(evicted.len(), 6);
-    assert!(evicted.iter().all(|&(pid, version)| version == 1000 + pid));
+    assert!(evicted.iter().all(|&(_, generation)| generation == 1), "{evicted:?}");
     // Read again, an evicted page loads again.
     let (pid, _) = evicted[0];
     let reads = pool.source().reads.load(Ordering::Relaxed);
@@ -111,14 +122,18 @@ fn a_page_used_again_outlives_a_scan_of_pages_read_once() {
 fn installs_replace_a_page_and_discards_drop_it() {
     let pool = BufferPool::new(64, PAGE, frames(8), Source::default()).expect("pool");
     assert_eq!(entry(&pool, 3).1, 1);
-    pool.install(3, &image_of(3, 2), 77).expect("install over a resident page");
+    pool.install(3, &image_of(3, 2)).expect("install over a resident page");
     assert_eq!(entry(&pool, 3).1, 2);
-    pool.install(5, &image_of(5, 3), 78).expect("install of a page not resident");
+    pool.install(5, &image_of(5, 3)).expect("install of a page not resident");
     assert_eq!(entry(&pool, 5).1, 3);
     assert_eq!(pool.source().reads.load(Ordering::Relaxed), 1, "an installed page was read");
     pool.discard(5);
     assert!(pool.source().evicted.lock().expect("lock").is_empty(), "a discard demoted");
+    assert_eq!(*pool.source().installed.lock().expect("lock"), vec![3, 5]);
+    assert_eq!(*pool.source().discarded.lock().expect("lock"), vec![5]);
     assert_eq!(entry(&pool, 5).1, 1, "a discarded page is read from the source again");
+    pool.discard(6);
+    assert_eq!(*pool.source().discarded.lock().expect("lock"), vec![5, 6], "not resident");
     assert_eq!(pool.stats().installs, 2);
 }
 
@@ -145,7 +160,7 @@ fn readers_under_constant_eviction_and_installs_always_see_whole_pages() {
                     let pid = rng.u64(1..40);
                     if seed == 0 && rng.u8(0..10) == 0 {
                         // Installed pages hold generation 2: the same key and length.
-                        pool.install(pid, &image_of(pid, 2), 5).expect("install");
+                        pool.install(pid, &image_of(pid, 2)).expect("install");
                         continue;
                     }
                     let (key, generation, len) = entry(&pool, pid);
@@ -181,7 +196,7 @@ fn a_smaller_budget_or_more_reserved_bytes_evict_at_once() {
     assert_eq!(stats.resident, 0);
     assert!(stats.over_budget > 0, "a budget nothing fits in went uncounted");
     pool.unreserve(10 * frame_cost());
-    assert_eq!(pool.used_bytes(), WORDS, "the words are all that is left");
+    assert_eq!(pool.used_bytes(), 0, "nothing is left");
     entry(&pool, 1);
     assert_eq!(pool.stats().resident, 1, "room given back is used again");
 }

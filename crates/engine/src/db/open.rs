@@ -422,12 +422,16 @@ fn start(
         codec: options.compression,
         segment_bytes: options.block_segment_bytes,
         file_mode: options.file_mode,
-        tier: options.tier.clone(),
         read_only,
         ..StoreOptions::default()
     };
     let blocks = LogStore::open(storage, &blocks_dir, store_options)?;
-    let pages = Pages::new(Arc::new(blocks), options.page_cache_bytes(), options.page_bytes())?;
+    let pages = Pages::new(
+        Arc::new(blocks),
+        options.page_cache_bytes(),
+        options.page_bytes(),
+        options.tier.clone(),
+    )?;
     let (meta, reclaim_now) = match pages.read_meta()? {
         Some(meta) => {
             let mut reclaim: Vec<u64> = (meta.orphans_from..meta.next_page).collect();

@@ -25,6 +25,9 @@ pub struct CacheStats {
     pub resident: u64,
     /// Optimistic reads run again because a writer changed the frame meanwhile.
     pub restarts: u64,
+    /// Tier hits whose image failed its checksum, read from the block store instead. Always
+    /// 0 unless something is wrong with the tier's memory.
+    pub tier_rejected: u64,
 }
 
 /// What `Db::stats` reports.
@@ -105,6 +108,7 @@ impl Inner {
                 over_budget: frames.over_budget,
                 resident: frames.resident,
                 restarts: frames.restarts,
+                tier_rejected: self.pages.tier_rejected(),
             },
             cache_bytes: pool.used_bytes(),
             cache_budget: pool.budget(),
@@ -121,7 +125,7 @@ impl Inner {
             log_live_bytes: self.log_bytes.load(Ordering::Relaxed),
             log: self.wal.as_ref().map(Wal::stats).unwrap_or_default(),
             blocks: self.pages.blocks().stats(),
-            tier: self.pages.blocks().tier_stats(),
+            tier: self.pages.tier_stats(),
         })
     }
 }

@@ -15,10 +15,12 @@ struct Tree {
 
 impl PageSource for Tree {
     type Error = String;
-    fn read_page(&self, pid: u64) -> Result<(Vec<u8>, Option<u64>), String> {
-        self.pages.get(&pid).cloned().map(|page| (page, None)).ok_or(format!("no page {pid}"))
+    fn read_page(&self, pid: u64) -> Result<Vec<u8>, String> {
+        self.pages.get(&pid).cloned().ok_or(format!("no page {pid}"))
     }
-    fn evicted(&self, _: u64, _: u64, _: &[u8]) {}
+    fn evicted(&self, _: u64, _: &[u8]) {}
+    fn installed(&self, _: u64, _: &[u8]) {}
+    fn discarded(&self, _: u64) {}
 }
 
 /// Builds the tree of `entries` with `per_leaf` entries a leaf and `fan_out` children an

@@ -217,6 +217,13 @@ impl Index {
         if let Some(old) = self.map.remove(&id) {
             self.unaccount(&old);
         }
+        // A map that held many more blocks than it does now gives the room back (its owner
+        // counts its capacity as memory: `StoreStats::index_bytes`). Rare: it must shrink
+        // to a quarter first, and then keeps twice what it holds.
+        let len = self.map.len();
+        if self.map.capacity() > 4 * len + 1024 {
+            self.map.shrink_to(2 * len + 256);
+        }
     }
 
     fn unaccount(&mut self, old: &Location) {

@@ -20,15 +20,14 @@
 //!
 //! **Page ids are given out again.** An id whose block a durable group deleted is
 //! *reusable* (`Pages::reusable`; at open, every id below the meta block's `orphans_from`
-//! that no block holds): a session's new pages take the lowest reusable ids first, then new
-//! ones from `next_id`. So the ids in use stay about as many as the pages, however many
-//! checkpoints rewrite them (the frames are addressed by page id). A page at a reused id is
-//! written only by the session's last flush, the one with the meta record that names its
-//! tree: a crash before it leaves no block at a reused id that no meta record accounts for.
-//! Early flushes (`flush_early`) write only pages at new ids, which the meta record calls
-//! orphans (from `orphans_from`) until the last flush; once a session has flushed early, it
-//! takes no more reused ids, so the pages it keeps back are at most what it held at its
-//! first early flush.
+//! that no block holds and no free list names): a session's new pages take the lowest
+//! reusable ids first, then new ones from `next_id`. So the ids in use stay about as many as
+//! the pages, however many checkpoints rewrite them (the frames are addressed by page id,
+//! and each id costs a frame word). Until the session's last flush, whose meta record names
+//! its tree, a page at a reused id is a block no meta record accounts for, so a session that
+//! writes early (`flush_early`) hands its caller the reused ids it holds (`reused_ids`), and
+//! the caller's early meta record lists them in its free list: a crash before the last flush
+//! deletes them at open, as it deletes the orphans from `orphans_from` (new ids).
 //!
 //! A value too large for a leaf goes to overflow blocks (`write_overflow`: 1 MiB each, at
 //! consecutive new ids), written with the next flush, in the same group as the leaf that
@@ -253,6 +252,8 @@ pub struct Pages {
     page_bytes: usize,
     /// Ids no block holds and no tree version names (see the module header).
     reusable: Mutex<BTreeSet<u64>>,
+    /// The block store's index bytes, as last counted in the pool's budget.
+    index_counted: Mutex<usize>,
 }
 
 impl Pages {
@@ -272,8 +273,27 @@ impl Pages {
         let tier = tier.map(TierCache::open).transpose()?;
         let source = BlockSource { blocks, page_bytes, tier, tier_rejected: AtomicU64::new(0) };
         let pool = BufferPool::new(FRAME_RESERVATION_BYTES / stride, page_bytes, budget, source)?;
-        let pages = Pages { pool, page_bytes, reusable: Mutex::new(BTreeSet::new()) };
+        let pages = Pages {
+            pool,
+            page_bytes,
+            reusable: Mutex::new(BTreeSet::new()),
+            index_counted: Mutex::new(0),
+        };
+        pages.count_index();
         Ok(pages)
+    }
+
+    /// Counts the block store's records of its blocks (its id → location map) in the pool's
+    /// budget, as they are now: they grow with the pages, so the frames give them room.
+    pub fn count_index(&self) {
+        let now = usize::try_from(self.blocks().stats().index_bytes).unwrap_or(usize::MAX);
+        let mut counted = self.index_counted.lock().unwrap_or_else(PoisonError::into_inner);
+        if now > *counted {
+            self.pool.reserve(now - *counted);
+        } else {
+            self.pool.unreserve(*counted - now);
+        }
+        *counted = now;
     }
 
     fn reusable(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
@@ -281,17 +301,19 @@ impl Pages {
         self.reusable.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Makes reusable every id from `FIRST_PAGE` below `below` that no block holds (at open:
-    /// `below` is the meta block's `orphans_from`, under which every block is the tree's or
-    /// listed for deletion). Returns how many.
-    pub fn find_reusable(&self, below: u64) -> Result<usize, PagesError> {
+    /// Makes reusable every id from `FIRST_PAGE` below `below` that no block holds and
+    /// `except` does not name (at open: `below` is the meta block's `orphans_from`, under
+    /// which every block is the tree's or listed for deletion, and `except` what the first
+    /// checkpoint deletes). Returns how many.
+    pub fn find_reusable(&self, below: u64, except: &[u64]) -> Result<usize, PagesError> {
+        let except: BTreeSet<u64> = except.iter().copied().collect();
         let live =
             self.blocks().live_ids().map_err(|source| PagesError::Block { page: 0, source })?;
         let mut live = live.into_iter().map(|id| id.0).peekable();
         let mut found = BTreeSet::new();
         for id in crate::meta::FIRST_PAGE..below {
             while live.next_if(|&held| held < id).is_some() {}
-            if live.peek() != Some(&id) {
+            if live.peek() != Some(&id) && !except.contains(&id) {
                 found.insert(id);
             }
         }
@@ -501,12 +523,12 @@ pub struct BlockPages<'a> {
     overflow: BTreeMap<u64, Arc<Vec<u8>>>,
     /// Blocks to delete with the next flush.
     deleted: BTreeSet<u64>,
-    /// Reused ids this session gave its new pages (written only by its last flush).
+    /// Reused ids this session gave its new pages (named by no meta record until its last
+    /// flush).
     reused: BTreeSet<u64>,
-    /// Bytes of the dirty pages at reused ids.
-    reused_bytes: usize,
-    /// Whether the session flushed early (and so takes no more reused ids).
-    flushed_early: bool,
+    /// Ids of this session's pages that an early flush wrote (so freeing one deletes a
+    /// block).
+    written: BTreeSet<u64>,
     /// Pages and overflow blocks that existed when the session began and are no longer
     /// part of the tree it builds.
     retired: Vec<u64>,
@@ -521,7 +543,8 @@ pub struct BlockPages<'a> {
     reserved: usize,
 }
 
-/// How far `dirty_bytes` may drift from what the pool was told before it is told again.
+/// How far `dirty_bytes` may drift from what the pool was told before it is told again (at
+/// most; a thirty-second of the pool's budget when that is less).
 const RESERVE_STEP: usize = 256 << 10;
 
 impl<'a> BlockPages<'a> {
@@ -536,8 +559,7 @@ impl<'a> BlockPages<'a> {
             overflow: BTreeMap::new(),
             deleted: BTreeSet::new(),
             reused: BTreeSet::new(),
-            reused_bytes: 0,
-            flushed_early: false,
+            written: BTreeSet::new(),
             retired: Vec::new(),
             fresh_from: next_id,
             next_id,
@@ -566,7 +588,8 @@ impl<'a> BlockPages<'a> {
     /// (or `exact`).
     fn reserve(&mut self, exact: bool) {
         let (now, told) = (self.dirty_bytes, self.reserved);
-        if now == told || (!exact && now.abs_diff(told) < RESERVE_STEP) {
+        let step = RESERVE_STEP.min(self.pages.pool().budget() / 32);
+        if now == told || (!exact && now.abs_diff(told) < step) {
             return;
         }
         let pool = self.pages.pool();
@@ -578,12 +601,15 @@ impl<'a> BlockPages<'a> {
         self.reserved = now;
     }
 
-    /// Whether the pages an early flush could write pass `budget`: all dirty bytes until
-    /// the first early flush, then those at new ids (pages at reused ids wait for the last
-    /// flush, and no more are taken).
+    /// Whether the session's unwritten pages pass `budget` (time for an early flush).
     pub fn needs_early_flush(&self, budget: usize) -> bool {
-        let held_back = if self.flushed_early { self.reused_bytes } else { 0 };
-        self.dirty_bytes - held_back > budget
+        self.dirty_bytes > budget
+    }
+
+    /// The reused ids the session holds: an early flush's meta record lists them for
+    /// deletion should the session not finish (see the module header).
+    pub fn reused_ids(&self) -> Vec<u64> {
+        self.reused.iter().copied().collect()
     }
 
     /// Whether `id` was made in this session (and so may change in place).
@@ -648,49 +674,47 @@ impl<'a> BlockPages<'a> {
         }
         let page = self.dirty.remove(&id).map(|dirty| dirty.weight);
         let chunk = self.overflow.remove(&id).map(|chunk| chunk.len());
-        let unwritten = page.is_some() | chunk.is_some();
+        debug_assert!(page.is_some() || chunk.is_some() || self.written.contains(&id));
         self.dirty_bytes -= page.unwrap_or(0) + chunk.unwrap_or(0);
-        if self.reused.remove(&id) {
-            self.reused_bytes -= page.unwrap_or(0);
-        }
-        if unwritten {
+        self.reused.remove(&id);
+        if !self.written.remove(&id) {
             // Never on disk, never in a frame, and named by nothing: another page may have it.
             self.pages.reusable().insert(id);
         } else {
-            // A flush wrote it (and put it in its frame).
+            // A flush wrote it (and put it in its frame, if a page).
             self.pages.pool().discard(id);
             self.deleted.insert(id);
         }
-        debug_assert!(self.reused_bytes <= self.dirty_bytes);
     }
 
     /// Writes every dirty page and overflow block and every deletion in one atomic group,
     /// with the meta record `meta` if given, and puts the pages in their frames, clean,
     /// once it is durable. On an error the pages stay dirty (a later flush may retry).
     pub fn flush(&mut self, meta: Option<&Meta>) -> Result<(), BlockError> {
-        self.flush_some(meta, true)?;
+        self.flush_some(meta)?;
         // The pages at reused ids are on disk with the meta record that names them.
         self.reused.clear();
-        self.reused_bytes = 0;
         Ok(())
     }
 
-    /// `flush`, of the pages at new ids only (see the module header): what a session
-    /// writes before its last flush, with a meta record that calls those pages orphans.
+    /// `flush`, before the session's last flush (see the module header): `meta` calls the
+    /// new ids orphans (`orphans_from` at or below the first) and lists every reused id the
+    /// session holds (`reused_ids`) in its free list, so that a crash before the last flush
+    /// deletes them all. The pages stay the session's, changed in place from here on.
     pub fn flush_early(&mut self, meta: &Meta) -> Result<(), BlockError> {
         assert!(meta.next_page >= self.next_id, "an early meta record that misses new pages");
-        self.flush_some(Some(meta), false)?;
-        self.flushed_early = true;
-        Ok(())
+        assert!(meta.orphans_from <= self.fresh_from, "an early meta record that owns new pages");
+        assert!(
+            self.reused.is_empty() || meta.free_list.is_some(),
+            "an early meta record that does not list the reused ids"
+        );
+        self.flush_some(Some(meta))
     }
 
-    fn flush_some(&mut self, meta: Option<&Meta>, with_reused: bool) -> Result<(), BlockError> {
-        let writes: Vec<u64> = self
-            .dirty
-            .keys()
-            .copied()
-            .filter(|id| with_reused || !self.reused.contains(id))
-            .collect();
+    /// Writes what `flush` and `flush_early` write; the ids written are the session's
+    /// `written` from then on.
+    fn flush_some(&mut self, meta: Option<&Meta>) -> Result<(), BlockError> {
+        let writes: Vec<u64> = self.dirty.keys().copied().collect();
         let nothing = writes.is_empty() && self.overflow.is_empty() && self.deleted.is_empty();
         if nothing && meta.is_none() {
             return Ok(());
@@ -707,10 +731,12 @@ impl<'a> BlockPages<'a> {
             .chain(self.deleted.iter().map(|id| BlockWrite::Delete(BlockId(*id))))
             .chain(meta.as_deref().map(|bytes| BlockWrite::Put(META_BLOCK, bytes)))
             .collect();
-        // CRASH: the group lands whole or not at all; a page at a reused id goes only with
-        // the meta record naming its tree (`with_reused`), so none is left unaccounted for.
+        // CRASH: the group lands whole or not at all; a page at a reused id goes with the
+        // meta record naming its tree, or with an early one whose free list names the id,
+        // so none is left unaccounted for.
         self.pages.blocks().apply_group(&group)?;
         let overflow_bytes: usize = self.overflow.values().map(|chunk| chunk.len()).sum();
+        self.written.extend(self.overflow.keys().chain(&writes));
         self.overflow.clear();
         self.dirty_bytes -= overflow_bytes;
         // Deleted by a durable group and named by no tree version: given out again.
@@ -728,9 +754,9 @@ impl<'a> BlockPages<'a> {
                 "installing page {id}: {installed:?}"
             );
         }
-        debug_assert!(with_reused || self.dirty.keys().all(|id| self.reused.contains(id)));
-        debug_assert_eq!(self.dirty.is_empty(), self.dirty_bytes == 0);
+        debug_assert!(self.dirty.is_empty() && self.dirty_bytes == 0);
         self.reserve(true);
+        self.pages.count_index();
         Ok(())
     }
 }
@@ -739,7 +765,10 @@ impl Drop for BlockPages<'_> {
     /// Pages never written (a session given up after an error) are dropped: nothing points
     /// at them, their reused ids are free again, and their bytes leave the pool's budget.
     fn drop(&mut self) {
-        let unwritten = std::mem::take(&mut self.reused);
+        // Reused ids an early flush wrote hold blocks: the early meta record lists them, and
+        // the next open deletes them.
+        let unwritten: Vec<u64> =
+            self.reused.iter().copied().filter(|id| !self.written.contains(id)).collect();
         self.pages.reusable().extend(unwritten);
         self.pages.pool().unreserve(self.reserved);
     }
@@ -767,25 +796,20 @@ impl PageStore for BlockPages<'_> {
             self.allocate()
         };
         let weight = weight(&page);
-        let reused = self.reused.contains(&id);
         self.dirty_bytes += weight;
-        self.reused_bytes += if reused { weight } else { 0 };
         if let Some(old) = self.dirty.insert(id, Dirty { page: Arc::new(page), weight }) {
             self.dirty_bytes -= old.weight;
-            self.reused_bytes -= if reused { old.weight } else { 0 };
         }
         self.reserve(false);
         id
     }
 
     fn allocate(&mut self) -> u64 {
-        if !self.flushed_early {
-            let reused = self.pages.reusable().pop_first();
-            if let Some(id) = reused {
-                debug_assert!(id < self.next_id && id >= crate::meta::FIRST_PAGE);
-                self.reused.insert(id);
-                return id;
-            }
+        let reused = self.pages.reusable().pop_first();
+        if let Some(id) = reused {
+            debug_assert!(id < self.next_id && id >= crate::meta::FIRST_PAGE);
+            self.reused.insert(id);
+            return id;
         }
         let id = self.next_id;
         self.next_id += 1;

@@ -17,9 +17,10 @@
 //! image to the source (`PageSource::evicted`: the tier below) before its memory goes back
 //! to the kernel.
 //!
-//! **Memory.** The budget counts each resident frame at its stride, plus the ring, plus
-//! `reserved` bytes (what the engine holds outside the frames: the checkpoint's dirty
-//! pages); `install` and `load` evict
+//! **Memory.** The budget counts each resident frame at its stride, plus the ring, plus the
+//! frames' words up to the highest page id used, plus `reserved` bytes (what the engine
+//! holds outside the frames that grows with the pages: the checkpoint's dirty pages, the
+//! block store's map); `install` and `load` evict
 //! first so that the sum stays under it (when every page is locked, it passes the budget
 //! and counts that in `Stats::over_budget`).
 //!
@@ -111,6 +112,8 @@ struct Clock {
     /// Page id → place on the ring.
     places: HashMap<u64, usize>,
     hand: usize,
+    /// The highest page id loaded or installed: the frames' words are touched up to it.
+    highest: u64,
     misses: u64,
     evictions: u64,
     installs: u64,
@@ -119,6 +122,7 @@ struct Clock {
 
 impl Clock {
     fn add(&mut self, pid: u64) {
+        self.highest = self.highest.max(pid);
         if self.places.contains_key(&pid) {
             return;
         }
@@ -343,16 +347,19 @@ impl<S: PageSource> BufferPool<S> {
         self.budget.load(Ordering::Relaxed)
     }
 
-    /// Bytes counted with `resident` pages: their frames and clock records, and the
-    /// reserved bytes. (Not yet the frames' words, 8 bytes per page id up to the highest
-    /// used: page ids grow past the pages while checkpoints that flush early reuse none.)
-    fn used(&self, resident: usize) -> usize {
-        resident * (self.stride + CLOCK_ENTRY_BYTES) + self.reserved.load(Ordering::Relaxed)
+    /// Bytes counted with `resident` pages: their frames and clock records, the frames'
+    /// words up to page `highest` (in whole kernel pages), and the reserved bytes.
+    fn used(&self, resident: usize, highest: u64) -> usize {
+        let words = (highest as usize + 1)
+            .saturating_mul(size_of::<u64>())
+            .next_multiple_of(tierkv_io::frames::MIN_FRAME_BYTES);
+        resident * (self.stride + CLOCK_ENTRY_BYTES) + words + self.reserved.load(Ordering::Relaxed)
     }
 
     /// Bytes the pool counts now.
     pub fn used_bytes(&self) -> usize {
-        self.used(self.clock().ring.len())
+        let clock = self.clock();
+        self.used(clock.ring.len(), clock.highest)
     }
 
     /// Evicts until `more` pages more fit the budget (or nothing can leave).
@@ -361,7 +368,7 @@ impl<S: PageSource> BufferPool<S> {
         let mut clock = self.clock();
         // Two passes over the ring at most: the first marks, the second evicts.
         let mut steps = 2 * clock.ring.len() + 1;
-        while self.used(clock.ring.len() + more) > budget {
+        while self.used(clock.ring.len() + more, clock.highest) > budget {
             if clock.ring.is_empty() || steps == 0 {
                 clock.over_budget += 1;
                 return;

@@ -69,6 +69,7 @@ use crate::batch::{WriteBatch, BATCH_RECORD, MAX_BATCH_BYTES};
 use crate::block_pages::Pages;
 use crate::memtable::Memtable;
 use crate::meta::Meta;
+use crate::page::OverflowRef;
 use crate::range::KeyRange;
 use crate::striped::Striped;
 use crate::tree::Tree;
@@ -181,8 +182,12 @@ struct Trigger {
 
 /// The checkpoint writer's state, under its own lock (one checkpoint at a time).
 struct Checkpointer {
-    /// The last meta record written.
+    /// The last meta record a session's end wrote (or open read), with the `next_page` of
+    /// the early flushes since (whose own records carry `early_list`).
     meta: Meta,
+    /// The free list the running session's last early flush wrote: the ids of `meta`'s free
+    /// list, its blocks, and the session's reused ids (`block_pages`).
+    early_list: Option<OverflowRef>,
     /// Blocks retired by each checkpoint, with the epoch of the tree before it: deletable
     /// once that epoch and every older one are gone. Oldest first.
     retired: VecDeque<(Weak<Epoch>, Vec<u64>)>,

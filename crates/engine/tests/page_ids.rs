@@ -62,6 +62,41 @@ fn rewriting_every_page_many_times_keeps_the_ids_near_the_page_count() {
     assert_eq!(db.verify().expect("verify").entries, u64::from(keys));
 }
 
+/// With a cache so small that every checkpoint writes its pages early, in several groups,
+/// the ids are reused all the same (an early group's meta record lists the reused ids it
+/// wrote, for an open to delete should the checkpoint not finish), and a store closed and
+/// reopened after such checkpoints holds every key.
+#[test]
+fn checkpoints_that_write_early_reuse_ids_too() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("db");
+    let options = Options { cache_size: 1 << 20, write_buffer_size: Some(256 << 10), ..options() };
+    let keys = 4000;
+    let db = Db::open(&path, options.clone()).expect("open");
+    update_all(&db, keys, 0);
+    let pages = db.verify().expect("verify").pages;
+    for round in 1..=12 {
+        update_all(&db, keys, round);
+    }
+    let stats = db.stats().expect("stats");
+    assert!(stats.early_flushes > 12, "checkpoints did not write early: {stats:?}");
+    assert!(
+        stats.next_page < 4 * pages,
+        "next page id {} for a tree of {pages} pages after 12 rewrites written early",
+        stats.next_page
+    );
+    db.close().expect("close");
+    let db = Db::open(&path, options).expect("reopen");
+    update_all(&db, keys, 13);
+    let verified = db.verify().expect("verify");
+    assert!(verified.problems.is_empty(), "{:?}", verified.problems);
+    assert_eq!(verified.entries, u64::from(keys));
+    for i in (0..keys).step_by(89) {
+        let key = format!("key{:06}", i.wrapping_mul(2_654_435_761) % 1_000_000);
+        assert_eq!(db.get(&key).expect("get"), Some(format!("value {i} of round 13").into_bytes()));
+    }
+}
+
 /// Every page size a store takes, 1 KiB to 64 KiB, makes a store that writes, splits,
 /// checkpoints, reopens and reads back (the empty root leaf of a new store included).
 #[test]

@@ -258,6 +258,10 @@ impl Inner {
         if let Some(list) = cp.meta.free_list {
             reclaim.extend(list.first..list.first + u64::from(list.blocks));
         }
+        // The early flushes' list goes: this record names the tree.
+        if let Some(list) = cp.early_list.take() {
+            session.free_overflow(&list);
+        }
         let reclaimed = reclaim.len() as u64;
         session.reclaim(reclaim);
         let retired_now = session.take_retired();
@@ -310,12 +314,32 @@ impl Inner {
         cp: &mut Checkpointer,
         session: &mut BlockPages<'_>,
     ) -> Result<()> {
-        let meta = Meta { next_page: session.next_id(), ..cp.meta };
+        let reused = session.reused_ids();
+        if !reused.is_empty() {
+            // The pages at reused ids belong to no tree a meta record names until the
+            // session's end: this record's free list names them, besides what the last
+            // record's list names (and that list's own blocks), for an open to delete.
+            let mut ids = Vec::new();
+            if let Some(list) = cp.meta.free_list {
+                ids = decode_ids(&self.pages.read_overflow(&list)?)?;
+                ids.extend(list.first..list.first + u64::from(list.blocks));
+            }
+            ids.extend(reused);
+            if let Some(old) = cp.early_list.take() {
+                session.free_overflow(&old);
+            }
+            cp.early_list = Some(session.write_overflow(&encode_ids(&ids)));
+        }
+        let meta = Meta {
+            next_page: session.next_id(),
+            free_list: cp.early_list.or(cp.meta.free_list),
+            ..cp.meta
+        };
         let before = session.dirty_count();
         session.flush_early(&meta)?;
         let written = before - session.dirty_count();
         self.counters.pages_written.fetch_add(written as u64, Ordering::Relaxed);
-        cp.meta = meta;
+        cp.meta.next_page = meta.next_page;
         *lock(&self.summary) = cp.summary();
         self.counters.early_flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())

@@ -450,8 +450,10 @@ fn start(
         }
     };
     if !read_only {
-        // Ids below the orphans that no block holds are given out again (`block_pages`).
-        pages.find_reusable(meta.orphans_from)?;
+        // Ids below the orphans that no block holds are given out again (`block_pages`),
+        // but for those the first checkpoint deletes (a free list may name an id whose block
+        // is gone already).
+        pages.find_reusable(meta.orphans_from, &reclaim_now)?;
     }
     let tree = Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
 
@@ -509,7 +511,13 @@ fn start(
     let (replayed_memtable_bytes, memtable_max) = (memtable.bytes(), options.memtable_max_bytes());
     let version =
         Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
-    let state = Checkpointer { meta, retired: VecDeque::new(), reclaim_now, last: Instant::now() };
+    let state = Checkpointer {
+        meta,
+        early_list: None,
+        retired: VecDeque::new(),
+        reclaim_now,
+        last: Instant::now(),
+    };
     let summary = state.summary();
     let inner = Arc::new(Inner {
         options,

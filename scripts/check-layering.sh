@@ -33,12 +33,12 @@ fi
 echo "layering ok: measurement-only system calls are used only by crates/bench and crates/cli"
 
 # The layers, one row per directory of crates/: the crates (by directory) it may depend on.
-# io <- wal, tiercache <- blockstore <- engine <- bench <- cli
+# io <- wal, tiercache, blockstore <- engine <- bench <- cli
 declare -A allowed=(
     [io]=""
     [wal]="io"
     [tiercache]="io"
-    [blockstore]="io tiercache"
+    [blockstore]="io"
     [engine]="io wal tiercache blockstore"
     [bench]="io wal tiercache blockstore engine"
     [cli]="io wal tiercache blockstore engine bench"

@@ -62,10 +62,6 @@ pub enum BlockError {
     #[error("invalid block store options: {0}")]
     InvalidOptions(String),
 
-    /// The tier cache the options ask for could not be made.
-    #[error(transparent)]
-    Tier(#[from] tierkv_tiercache::TierError),
-
     /// A write to a store opened read-only.
     #[error("the block store in {} was opened read-only", dir.display())]
     ReadOnly {

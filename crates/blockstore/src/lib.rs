@@ -131,17 +131,6 @@ pub trait BlockStore: Send + Sync {
     /// Applies `changes` atomically and durably; returns the group's id.
     fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError>;
 
-    /// `apply_group` for a checkpoint of the layer above: the same, except that a tier
-    /// admits its blocks by `cache_on_checkpoint` instead of `cache_on_write`.
-    fn apply_checkpoint_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
-        self.apply_group(changes)
-    }
-
-    /// The counters of the store's tier cache, if it has one.
-    fn tier_stats(&self) -> Option<tierkv_tiercache::TierStats> {
-        None
-    }
-
     /// Writes `blocks` as one atomic, durable group.
     fn write_group(&self, blocks: &[(BlockId, &[u8])]) -> Result<GroupId, BlockError> {
         let changes: Vec<BlockWrite<'_>> =
@@ -151,20 +140,6 @@ pub trait BlockStore: Send + Sync {
 
     /// The block's content, or `None` if it was never written or was deleted.
     fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError>;
-
-    /// `read`, with the version of the content when the store keeps one (the group that
-    /// wrote it): what `offer_evicted` is given back.
-    fn read_versioned(&self, id: BlockId) -> Result<Option<Versioned>, BlockError> {
-        Ok(self.read(id)?.map(|bytes| (bytes, None)))
-    }
-
-    /// Says that the layer above's cache let go of a clean copy of block `id` whose content
-    /// is `raw`, as `read` returned it, at `version` (from `read_versioned`, or the group
-    /// that wrote it). A tier cache may admit it (a demotion); it does nothing when the
-    /// store has no tier, the tier declines, or `id` is at another version by now.
-    fn offer_evicted(&self, id: BlockId, version: GroupId, raw: &[u8]) {
-        let _ = (id, version, raw);
-    }
 
     /// Makes recovery cheap: `LogStore` writes a map checkpoint; `DoublewriteStore` has
     /// nothing to do.

@@ -100,7 +100,7 @@
 //! `write.rs` (writing a group, rotation, group commit, applying to the map), `space.rs`
 //! (reusing space: the pool), `checkpoint.rs` (map checkpoints), `recover.rs` (recovery),
 //! `clean.rs` (cleaning and the background thread), `segment.rs` (segment files) and
-//! `lookup.rs` (reads of a located block, and the tier).
+//! `lookup.rs` (reads of a located block).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -111,7 +111,6 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use tierkv_io::{File, Storage};
-use tierkv_tiercache::{AdmitSource, TierCache, TierStats};
 
 use crate::format::{Codec, Location, BLOCK_HEADER_BYTES};
 use crate::read;
@@ -130,7 +129,7 @@ mod segment;
 mod space;
 mod write;
 
-use lookup::{missing_segment, read_located, read_located_block, tier_key};
+use lookup::{missing_segment, read_located, read_located_block};
 pub(crate) use recover::ScanWindow;
 use recover::{recover, Recovered};
 use segment::create_dir_durably;
@@ -368,8 +367,6 @@ struct Shared {
     pool_bytes: AtomicU64,
     /// Starts the write-back of a large group's ranges while the rest is being written.
     writeback: Writeback,
-    /// The secondary block cache on a memory tier, if the options ask for one.
-    tier: Option<TierCache>,
 }
 
 /// A block ready to encode.
@@ -390,8 +387,6 @@ struct Placed {
     tombstone: bool,
     /// For a block written to reused space: where its pointer lies in the log.
     pointer: Option<(u64, u64)>,
-    /// The block's header as written, kept for the tier (only when there is one).
-    header: Option<[u8; BLOCK_HEADER_BYTES]>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -407,7 +402,6 @@ impl LogStore {
     ) -> Result<LogStore, BlockError> {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
-        let tier = options.tier.clone().map(TierCache::open).transpose()?;
         let started = Instant::now();
         if !options.read_only {
             create_dir_durably(storage, &dir)?;
@@ -451,7 +445,6 @@ impl LogStore {
             counters: Counters::default(),
             pool_bytes: AtomicU64::new(0),
             writeback: Writeback::start("tierkv-log", WRITEBACK_CHUNK_BYTES),
-            tier,
         });
         if report.groups_applied > 0 && !shared.options.read_only {
             // IMPORTANT: the replayed groups' pointers must never be read again, since the
@@ -501,58 +494,17 @@ impl LogStore {
 }
 
 impl LogStore {
-    /// The tier's counters, when the store has one.
-    pub fn tier_stats(&self) -> Option<TierStats> {
-        self.shared.tier.as_ref().map(TierCache::stats)
-    }
-
-    /// The tier, when the store has one.
-    pub fn tier(&self) -> Option<&TierCache> {
-        self.shared.tier.as_ref()
-    }
-}
-
-impl BlockStore for LogStore {
-    fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
-        self.apply_from(changes, AdmitSource::Write)
-    }
-
-    fn apply_checkpoint_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
-        self.apply_from(changes, AdmitSource::Checkpoint)
-    }
-
-    fn tier_stats(&self) -> Option<TierStats> {
-        LogStore::tier_stats(self)
-    }
-
-    fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {
-        Ok(self.read_versioned(id)?.map(|(raw, _)| raw))
-    }
-
-    fn offer_evicted(&self, id: BlockId, version: GroupId, raw: &[u8]) {
-        if let Some(tier) = &self.shared.tier {
-            self.shared.demote(tier, id, version, raw);
-        }
-    }
-
-    fn read_versioned(&self, id: BlockId) -> Result<Option<Versioned>, BlockError> {
+    /// `read`, with the version of the content (the group that wrote it).
+    pub fn read_versioned(&self, id: BlockId) -> Result<Option<Versioned>, BlockError> {
         let shared = &*self.shared;
         shared.check_not_closed()?;
         let mut found = shared.locate(id)?;
-        if let (Some(tier), Some((location, file))) = (&shared.tier, &found) {
-            if let Some(raw) = shared.read_from_tier(tier, id, location, file) {
-                return Ok(Some((raw, Some(location.version))));
-            }
-        }
         let (raw, location) = loop {
             let Some((location, file)) = found else {
                 return Ok(None);
             };
             match read_located_block(&file, id, &location) {
                 Ok((header, block)) => {
-                    if let Some(tier) = &shared.tier {
-                        tier.admit(tier_key(id, &location), &[&block], AdmitSource::Read);
-                    }
                     let raw = read::decode_payload(&header, block, &file.path, location.offset)?;
                     break (raw, location);
                 }
@@ -574,6 +526,16 @@ impl BlockStore for LogStore {
             (BLOCK_HEADER_BYTES + location.stored_len as usize) as u64,
         );
         Ok(Some((raw, Some(location.version))))
+    }
+}
+
+impl BlockStore for LogStore {
+    fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
+        self.apply_changes(changes)
+    }
+
+    fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {
+        Ok(self.read_versioned(id)?.map(|(raw, _)| raw))
     }
 
     fn checkpoint(&self) -> Result<(), BlockError> {
@@ -672,9 +634,6 @@ impl BlockStore for LogStore {
         if let Some(handle) = lock(&self.maintenance).take() {
             // A background thread that panicked has nothing left to clean up.
             let _ = handle.join();
-        }
-        if let Some(tier) = &self.shared.tier {
-            tier.close();
         }
         // Every acknowledged group is durable already; the poison, if any, is reported.
         match lock(&self.shared.poison).as_ref() {

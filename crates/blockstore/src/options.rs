@@ -1,7 +1,6 @@
 //! Options of the two stores.
 
 use tierkv_io::AccessMethod;
-use tierkv_tiercache::TierOptions;
 
 use crate::format::{Codec, MAX_BLOCK_BYTES};
 use crate::BlockError;
@@ -32,9 +31,6 @@ pub struct StoreOptions {
     pub background_cleaning: bool,
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,
-    /// A secondary block cache on a memory tier (seed 002): reads look there before the
-    /// files, and blocks read or written may be admitted. Default none.
-    pub tier: Option<TierOptions>,
     /// Open without writing anything (`LogStore` only): every file is opened read-only,
     /// recovery rebuilds the map in memory and repairs nothing (a torn tail is skipped, not
     /// cut), nothing is created, and writes fail with `BlockError::ReadOnly`. Default false.
@@ -52,7 +48,6 @@ impl Default for StoreOptions {
             space_target: 1.3,
             background_cleaning: true,
             file_mode: tierkv_io::DEFAULT_FILE_MODE,
-            tier: None,
             read_only: false,
         }
     }

@@ -18,7 +18,7 @@ pub struct StoreStats {
     pub device_bytes_written: u64,
     /// fdatasync and fsync calls.
     pub syncs: u64,
-    /// Blocks read from the files for the layer above (a tier's hits are in its own stats).
+    /// Blocks read from the files for the layer above.
     pub reads: u64,
     /// Bytes read from files for them.
     pub read_bytes: u64,
@@ -51,9 +51,6 @@ pub struct StoreStats {
     pub doublewrite_bytes: u64,
     /// doublewrite store: bytes written in place.
     pub in_place_bytes: u64,
-    /// log store: blocks the tier returned that failed their check (and were read from the
-    /// file instead). Always 0 unless something is wrong with the tier's memory.
-    pub tier_rejected: u64,
     /// Bytes of memory the store's records of its blocks take (the id → location map at its
     /// capacity, and the tombstones it keeps), estimated from the tables' sizes: memory that
     /// grows with the data, which its owner counts against its budget.
@@ -128,7 +125,6 @@ pub(crate) struct Counters {
     pub reusable_at_once_bytes: AtomicU64,
     pub doublewrite_bytes: AtomicU64,
     pub in_place_bytes: AtomicU64,
-    pub tier_rejected: AtomicU64,
 }
 
 impl Counters {
@@ -160,7 +156,6 @@ impl Counters {
             reusable_at_once_bytes: get(&self.reusable_at_once_bytes),
             doublewrite_bytes: get(&self.doublewrite_bytes),
             in_place_bytes: get(&self.in_place_bytes),
-            tier_rejected: get(&self.tier_rejected),
             index_bytes,
         }
     }

@@ -58,8 +58,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use tierkv_blockstore::{
-    scan_segments, scan_segments_with, BlockId, BlockStore, LogStore, ScanOptions, SegmentScan,
-    StoreOptions,
+    scan_segments, scan_segments_with, BlockId, LogStore, ScanOptions, SegmentScan, StoreOptions,
 };
 use tierkv_io::{FileLock, Storage};
 use tierkv_wal::Durability;

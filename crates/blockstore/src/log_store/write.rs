@@ -15,9 +15,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
-use tierkv_tiercache::{AdmitSource, TierKey};
-
-use super::lookup::tier_key;
 use super::segment::create_segment;
 use super::{
     lock, LogStore, Placed, Prepared, SegmentFile, SegmentInfo, Shared, Stream, StreamTail, Writer,
@@ -33,13 +30,8 @@ use crate::writeback::Hints;
 use crate::{BlockError, BlockWrite, GroupId};
 
 impl LogStore {
-    /// `apply_group`, saying which path wrote the group, for the tier's `cache_on_write` and
-    /// `cache_on_checkpoint`.
-    pub(super) fn apply_from(
-        &self,
-        changes: &[BlockWrite<'_>],
-        source: AdmitSource,
-    ) -> Result<GroupId, BlockError> {
+    /// `BlockStore::apply_group`.
+    pub(super) fn apply_changes(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
         let shared = &*self.shared;
         shared.check_writable()?;
         validate_group(changes)?;
@@ -71,22 +63,7 @@ impl LogStore {
         }
         let (group, placed) = shared.write_group(&prepared, Stream::User)?;
         shared.wait_durable(group)?;
-        let replaced = shared.apply(group, &placed);
-        if let Some(tier) = &shared.tier {
-            // The versions the map no longer holds go; the new ones may come in.
-            for key in replaced {
-                tier.invalidate(key);
-            }
-            for (block, written) in placed.iter().zip(&prepared) {
-                if let (Some(header), false) = (&block.header, block.tombstone) {
-                    tier.admit(
-                        tier_key(block.id, &block.location),
-                        &[header, &written.stored],
-                        source,
-                    );
-                }
-            }
-        }
+        shared.apply(group, &placed);
         Counters::add(&shared.counters.groups, 1);
         Counters::add(&shared.counters.blocks, changes.len() as u64);
         Counters::add(&shared.counters.payload_bytes, payload_bytes);
@@ -200,10 +177,9 @@ impl Shared {
             let offset = start + log_bytes;
             let stored: &[u8] = &block.stored;
             let bytes = format::block_footprint(stored.len());
-            let (location, pointer, header_at) = match remote {
+            let (location, pointer) = match remote {
                 None => {
                     let part = Part::encode(&mut headers, &header, stored);
-                    let header_at = part.header;
                     log_parts.push(part);
                     log_bytes += bytes;
                     if written.is_ok() && log_bytes - log_written >= piece_bytes {
@@ -212,11 +188,10 @@ impl Shared {
                         written = write_parts(&active.writer, &[], &headers, parts, at, &mut hints);
                         (log_written, log_parts_written) = (log_bytes, log_parts.len());
                     }
-                    ((segment, offset), None, header_at)
+                    ((segment, offset), None)
                 }
                 Some((file, at)) => {
                     let part = Part::encode(&mut headers, &header, stored);
-                    let header_at = part.header;
                     let crc = format::u32_at(&headers[part.header..], BLOCK_HEADER_BYTES - 4);
                     let pointer = BlockHeader {
                         flags: header.flags | FLAG_REMOTE,
@@ -246,15 +221,9 @@ impl Shared {
                         run.end += bytes;
                         run.parts.end = remote_parts.len();
                     }
-                    ((file.number, *at), Some((segment, offset)), header_at)
+                    ((file.number, *at), Some((segment, offset)))
                 }
             };
-            let kept = self.tier.is_some() && stream == Stream::User && !header.is_tombstone();
-            let kept_header = kept.then(|| {
-                let mut bytes = [0u8; BLOCK_HEADER_BYTES];
-                bytes.copy_from_slice(&headers[header_at..header_at + BLOCK_HEADER_BYTES]);
-                bytes
-            });
             placed.push(Placed {
                 id: block.id,
                 location: Location {
@@ -266,7 +235,6 @@ impl Shared {
                 },
                 tombstone: header.is_tombstone(),
                 pointer,
-                header: kept_header,
             });
         }
         assert_eq!(log_bytes, footprint);
@@ -446,8 +414,7 @@ impl Shared {
     }
 
     /// Applies a durable group to the map.
-    fn apply(&self, group: u64, placed: &[Placed]) -> Vec<TierKey> {
-        let mut replaced = Vec::new();
+    fn apply(&self, group: u64, placed: &[Placed]) {
         let mut index = self.write_index();
         for block in placed {
             let location = &block.location;
@@ -467,9 +434,6 @@ impl Shared {
                 }
                 continue;
             }
-            if let (Some(old), Some(_)) = (index.map.get(&block.id), &self.tier) {
-                replaced.push(tier_key(block.id, old));
-            }
             if block.tombstone {
                 index.remove(block.id);
             } else {
@@ -477,7 +441,6 @@ impl Shared {
             }
         }
         lock(&self.inflight).groups.remove(&group);
-        replaced
     }
 
     /// Applies a durable relocation group: each copy replaces the old one only where the map

@@ -1,10 +1,10 @@
 //! Integration tests of `tierkv-blockstore`, one binary.
 
+mod concurrent;
 mod crash;
 mod doublewrite;
 mod log;
 mod scan;
-mod tier;
 
 use std::collections::BTreeMap;
 

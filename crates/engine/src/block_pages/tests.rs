@@ -232,3 +232,48 @@ fn an_overflow_value_freed_before_its_flush_is_never_written() {
     let written = shared.blocks().stats().payload_bytes;
     assert!(written < 100, "the freed value's bytes were written: {written}");
 }
+
+/// A page the tier holds is checked on every hit: a copy whose bytes changed in the tier's
+/// memory is dropped, counted, and read from the block store instead.
+#[test]
+fn a_damaged_tier_copy_is_rejected_and_the_block_read_instead() {
+    let storage = Storage::Sim(tierkv_io::sim::SimFs::new());
+    let blocks = LogStore::open(&storage, "/db", StoreOptions::default()).expect("open");
+    let tier = tierkv_tiercache::TierOptions {
+        overhead_bypass: false,
+        ..tierkv_tiercache::TierOptions::new(1 << 20)
+    };
+    let shared = Pages::new(Arc::new(blocks), 1 << 20, 4096, Some(tier)).expect("pages");
+    let mut pages = BlockPages::new(&shared, 1);
+    let mut tree = Tree::create(&mut pages, 4096);
+    tree.put(&mut pages, b"k", Value::inline(b"the value".to_vec())).expect("put");
+    pages.flush(None).expect("flush");
+    let root = tree.root;
+    let source = shared.pool().source();
+    let tier_cache = source.tier.as_ref().expect("a tier");
+    let key = BlockSource::key(root);
+    assert!(tier_cache.contains(key), "the checkpoint's page is in the tier");
+    // Out of the frames, so the next read goes below them.
+    shared.pool().set_budget(0);
+    assert_eq!(shared.pool().stats().resident, 0);
+    assert_eq!(shared.tier_rejected(), 0);
+    // The tier's copy changes under it: one byte of the image, the checksum as it was.
+    let mut entry = Vec::new();
+    assert!(tier_cache.get(key, &mut entry));
+    entry[100] ^= 0x40;
+    tier_cache.invalidate(key);
+    tier_cache.admit(key, &[&entry], tierkv_tiercache::AdmitSource::Checkpoint);
+    assert_eq!(tree.get(&shared, b"k").expect("get"), Some(Value::inline(b"the value".to_vec())));
+    assert_eq!(shared.tier_rejected(), 1, "the damaged copy went unnoticed");
+    assert_eq!(shared.pool().stats().misses, 1);
+    // The block read put a good copy in the tier (`cache_on_read`), which the next miss
+    // is served from, with no block read.
+    let reads = shared.blocks().stats().reads;
+    let hits = tier_cache.stats().hits;
+    shared.pool().set_budget(0);
+    assert_eq!(shared.pool().stats().resident, 0);
+    assert_eq!(tree.get(&shared, b"k").expect("get"), Some(Value::inline(b"the value".to_vec())));
+    assert_eq!(shared.tier_rejected(), 1);
+    assert_eq!(shared.blocks().stats().reads, reads, "a tier hit read the block");
+    assert_eq!(tier_cache.stats().hits, hits + 1);
+}

@@ -251,6 +251,12 @@ impl<S: PageSource> BufferPool<S> {
         Err(BufferError::Unreadable { pid })
     }
 
+    /// Hints that page `pid` is about to be read (`Frames::prefetch`).
+    #[inline]
+    pub fn prefetch(&self, pid: u64) {
+        self.frames.prefetch(pid);
+    }
+
     /// Loads page `pid` from the source into its frame (unless another thread is loading it
     /// or already did).
     fn load(&self, pid: u64) -> Result<(), BufferError<S::Error>> {
@@ -306,8 +312,8 @@ impl<S: PageSource> BufferPool<S> {
         Ok(())
     }
 
-    /// Drops page `pid` from the frames, without handing it to the source: the page is gone
-    /// (deleted), not demoted.
+    /// Drops page `pid` from the frames and tells the source it is gone (`discarded`): the
+    /// page is deleted, not demoted.
     pub fn discard(&self, pid: u64) {
         if !self.clock().remove(pid) {
             // Not resident; what the source keeps of it goes all the same. (Without the

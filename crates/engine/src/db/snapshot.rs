@@ -120,8 +120,19 @@ impl View<'_> {
         }
     }
 
+    /// Whether `key` has a value; a value in overflow blocks is not read.
     pub(super) fn contains_key(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.get_with(key, |_| ())?.is_some())
+        check_key(key)?;
+        self.inner.check_open()?;
+        if let Some(found) = self.memtable_get(key) {
+            return Ok(found.value.is_some());
+        }
+        let mut value = SCRATCH.take();
+        let found = self.tree_get(key, &mut value);
+        if value.capacity() <= MAX_SCRATCH_BYTES {
+            SCRATCH.set(value);
+        }
+        Ok(!matches!(found?, Found::Absent))
     }
 
     /// The newest version of `key` in the memtables at or below the sequence.

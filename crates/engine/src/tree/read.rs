@@ -80,8 +80,11 @@ fn descend<S: PageSource, T>(
                 Kind::Internal => {
                     scratch.clear();
                     let index = page.child_index(key)?;
+                    let child = page.child(index)?;
+                    // The child's word and header start on their way while this level ends.
+                    pool.prefetch(child);
                     at_internal(page, index, &mut scratch)?;
-                    Some(Step::Down(page.child(index)?))
+                    Some(Step::Down(child))
                 }
                 Kind::Leaf => Some(Step::Leaf(at_leaf(page)?)),
             })

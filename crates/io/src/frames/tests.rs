@@ -74,6 +74,18 @@ fn a_page_loads_reads_changes_and_leaves_its_frame() {
     assert_eq!(frames.state(3), Ok(FrameState::Evicted));
     let loading = frames.try_load(3).expect("in range").expect("evicted");
     assert!(loading.bytes().iter().all(|&b| b == 0), "an evicted frame kept its bytes");
+    drop(loading);
+
+    // A prefetch is a hint: of an evicted page, a resident one or an id past the
+    // reservation, it changes nothing.
+    let states = |frames: &Frames| (0..64).map(|pid| frames.state(pid)).collect::<Vec<_>>();
+    drop(load_with(&frames, 5, 0xCD));
+    let before = (states(&frames), frames.version(5));
+    for pid in [3, 5, 63, 64, u64::MAX] {
+        frames.prefetch(pid);
+    }
+    assert_eq!((states(&frames), frames.version(5)), before);
+    assert_eq!(frames.optimistic(5).expect("resident").read().u64(8), Some(0xCD));
 }
 
 /// Writers keep every word of a page equal to one counter; loaders fill pages the same way;

@@ -142,6 +142,8 @@ struct Inner {
     log_bytes: AtomicU64,
     /// What the buffer pool's budget leaves the memtables now (`Options::memtable_reserve`).
     memtable_reserve: AtomicUsize,
+    /// Held by the one thread setting the pool's budget (`Inner::rebudget`).
+    rebudgeting: Mutex<()>,
     counters: Counters,
     /// The store's `LOCK` file, held while the store is open (shared when read-only; none
     /// for a read-only copy that has no lock file): until it is closed, or the `Db` and

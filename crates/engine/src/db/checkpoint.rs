@@ -291,7 +291,6 @@ impl Inner {
         // memtable, which the tree now holds).
         let current = self.current.load_full();
         let old_epoch = Arc::downgrade(&current.epoch);
-        let memtable_bytes = current.mutable.bytes();
         self.current.store(Arc::new(Version {
             mutable: Arc::clone(&current.mutable),
             frozen: None,
@@ -300,7 +299,7 @@ impl Inner {
         }));
         drop(current);
         // The frozen memtable's room goes back to the buffer pool.
-        self.rebudget(memtable_bytes);
+        self.rebudget();
         cp.retired.push_back((old_epoch, retired_now));
         *lock(&self.summary) = cp.summary();
         Ok(())

@@ -508,7 +508,7 @@ fn start(
         }
     };
     // The buffer pool was made with its least budget; it gets what the memtable leaves.
-    let (replayed_memtable_bytes, memtable_max) = (memtable.bytes(), options.memtable_max_bytes());
+    let memtable_max = options.memtable_max_bytes();
     let version =
         Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
     let state = Checkpointer {
@@ -537,11 +537,12 @@ fn start(
         closed: AtomicBool::new(false),
         log_bytes: AtomicU64::new(replayed_bytes),
         memtable_reserve: AtomicUsize::new(memtable_max),
+        rebudgeting: Mutex::new(()),
         counters: Counters::default(),
         file_lock: Mutex::new(lock),
         _release: ReleaseOnDrop,
     });
-    inner.rebudget(replayed_memtable_bytes);
+    inner.rebudget();
     let checkpointer = match read_only {
         true => None,
         false => {

@@ -73,14 +73,8 @@ impl Inner {
             let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
             (bytes >= limit, bytes + frozen >= 2 * limit)
         };
-        let (due, stall, memtable_bytes) = {
-            let version = self.current.load();
-            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
-            let (due, stall) = full(&version);
-            (due, stall, version.mutable.bytes() + frozen)
-        };
-        // Not under `current`'s lock: a smaller budget evicts (and demotes) pages.
-        self.rebudget(memtable_bytes);
+        let (due, stall) = full(&self.current.load());
+        self.rebudget();
         if !due {
             return Ok(());
         }
@@ -105,15 +99,32 @@ impl Inner {
         }
     }
 
-    /// Gives the buffer pool what the memtables, holding `memtable_bytes`, leave of
-    /// `cache_size` (`Options::memtable_reserve`: they are set aside one step more than they
-    /// hold). Called by each writer and after each checkpoint; it changes the cache's
-    /// budget only when the reserve moves by a step. Two writers racing may set it in the
-    /// wrong order; the next write sets it right.
-    pub(super) fn rebudget(&self, memtable_bytes: usize) {
-        let reserve = self.options.memtable_reserve(memtable_bytes);
-        if self.memtable_reserve.swap(reserve, Ordering::AcqRel) != reserve {
-            self.pages.pool().set_budget(self.options.cache_size.saturating_sub(reserve));
+    /// Gives the buffer pool what the memtables leave of `cache_size`
+    /// (`Options::memtable_reserve`: they are set aside one step more than they hold).
+    /// Called by each writer and after each checkpoint; it changes the pool's budget only
+    /// when the reserve moves by a step. One thread at a time sets it, from the memtables'
+    /// sizes read after its last change, again until they agree: a thread that read older
+    /// sizes (a checkpoint publishing while writers fill the new memtable) cannot leave its
+    /// stale figure behind, and a write after the last pass calls this itself.
+    pub(super) fn rebudget(&self) {
+        let reserve = || {
+            let version = self.current.load();
+            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
+            self.options.memtable_reserve(version.mutable.bytes() + frozen)
+        };
+        if self.memtable_reserve.load(Ordering::Acquire) == reserve() {
+            return;
+        }
+        let _one = lock(&self.rebudgeting);
+        // Bounded: a pass that finds the reserve unchanged ends it; writers that keep moving
+        // it call this again themselves.
+        for _ in 0..4 {
+            let now = reserve();
+            if self.memtable_reserve.swap(now, Ordering::AcqRel) == now {
+                return;
+            }
+            // A smaller budget evicts (and demotes) pages: not under `current`'s lock.
+            self.pages.pool().set_budget(self.options.cache_size.saturating_sub(now));
         }
     }
 

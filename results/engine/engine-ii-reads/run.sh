@@ -26,7 +26,8 @@ for round in 1 2 3; do
     for which in "${order[@]}"; do
         bin=$old; [[ $which == new ]] && bin=$new
         rm -rf "$dir/store"; mkdir -p "$dir/store"
-        "$bin" "${args[@]}" --path "$dir/store" --report "$out/$which-round-$round.json" |
+        "$bin" "${args[@]}" --path "$dir/store" --report "$out/$which-round-$round.json" \
+            --plot "$out/plots-$which-round-$round" |
             tee "$out/$which-round-$round.txt"
     done
 done

@@ -5,10 +5,12 @@
 # each round. Writes each round's report and summary.json: per workload, tierkv's ops/s over
 # each peer's within each round, and the medians of those ratios. ENGINES (default: tierkv
 # and every peer built in but rocksdb-crate, whose source build takes this machine about an
-# hour) names the engines.
+# hour) names the engines, WORKLOADS (default a,b,c,f,d,e) the workloads, THREADS (default
+# 2) the client threads, OUT (default results/ycsb/engine-ii) where the reports go.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=results/ycsb/engine-ii
+out=${OUT:-results/ycsb/engine-ii}
+mkdir -p "$out"
 dir=${DATA_DIR:-/tmp/tierkv-ycsb}
 rounds=${ROUNDS:-3}
 bash scripts/install-tools.sh
@@ -18,8 +20,8 @@ tierkv=$dir/tierkv
 cp target/release/tierkv "$tierkv"
 IFS=, read -r -a engines <<< "${ENGINES:-tierkv,lmdb,wiredtiger,rocksdb,fjall,redb,sqlite}"
 common=(bench ycsb --records "${RECORDS:-1000000}" --operations "${REQUESTS:-1000000}"
-    --duration "${SECONDS_PER_WORKLOAD:-20}" --warmup "${WARMUP:-20000}" --threads 2
-    --workloads a,b,c,f,d,e --durability buffered --path "$dir" --quiet
+    --duration "${SECONDS_PER_WORKLOAD:-20}" --warmup "${WARMUP:-20000}" --threads "${THREADS:-2}"
+    --workloads "${WORKLOADS:-a,b,c,f,d,e}" --durability buffered --path "$dir" --quiet
     --cache-size 3072m --isolate)
 for ((round = 1; round <= rounds; round++)); do
     shift_by=$(( (round - 1) % ${#engines[@]} ))
@@ -58,6 +60,7 @@ for table in tables:
             best.setdefault(phase, []).append(table["tierkv"][phase] / max(peers))
 summary = {
     "command": "results/ycsb/engine-ii/run.sh",
+    "bench_command": reports[0]["command"],
     "machine": reports[0]["machine"],
     "order_by_round": [[e["engine"] for e in r["engines"]] for r in reports],
     "ops_per_sec_by_round": tables,

@@ -555,13 +555,32 @@ impl Iter {
         let tree_order: Vec<usize> =
             if backward { range.clone().rev().collect() } else { range.clone().collect() };
         bound(tree_order.last().map(|&at| leaf.chunk.key(at)), more);
-        // Each memtable's chunk, in the scan's direction.
+        // Each memtable's chunk, in the scan's direction, no further than the tree's: what
+        // lies beyond the tree's last key is not certain this refill, so reading it (a
+        // whole chunk of values, for each leaf a long scan crosses) would be wasted.
+        let tree_last: Option<Vec<u8>> = match (more, tree_order.last()) {
+            (true, Some(&at)) => Some(leaf.chunk.key(at).to_vec()),
+            _ => None,
+        };
+        let tree_end = match (&tree_last, backward) {
+            (Some(last), false) => Some(successor(last)),
+            _ => None,
+        };
+        let mem_low = match (&tree_last, backward) {
+            (Some(last), true) => last.as_slice().max(low),
+            _ => low,
+        };
+        let mem_high = match (tree_end.as_deref(), high) {
+            (Some(end), Some(high)) => Some(end.min(high)),
+            (Some(end), None) => Some(end),
+            (None, high) => high,
+        };
         let mut memtables: Vec<MemChunk> = Vec::with_capacity(2);
         for memtable in std::iter::once(&version.mutable).chain(version.frozen.as_ref()) {
             let entries = if backward {
-                memtable.scan_back(low, high, snapshot.sequence, chunk)
+                memtable.scan_back(mem_low, mem_high, snapshot.sequence, chunk)
             } else {
-                memtable.scan(low, high, snapshot.sequence, chunk)
+                memtable.scan(mem_low, mem_high, snapshot.sequence, chunk)
             };
             bound(entries.last().map(|(k, _)| k.as_slice()), entries.len() == chunk);
             memtables.push(entries.into_iter().peekable());

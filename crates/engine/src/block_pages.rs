@@ -49,7 +49,6 @@ use tierkv_tiercache::{AdmitSource, TierCache, TierKey, TierOptions, TierStats};
 
 use crate::buffer::{self, BufferError, BufferPool};
 use crate::meta::{Meta, MetaError, META_BLOCK};
-use crate::page::slotted;
 use crate::page::{self, OverflowRef, Page, PageError, Value};
 use crate::tree::read::{self as tree_read, Chunk, Found, ReadError};
 use crate::tree::{PageSource, PageStore};
@@ -410,15 +409,10 @@ impl Pages {
 impl PageSource for Pages {
     type Error = PagesError;
 
-    /// Page `id`, decoded from its frame (the writer's and the checker's way; readers read
-    /// frames in place).
+    /// Page `id`, copied out of its frame into the writer's form (`tree::read::copy_page`:
+    /// the writer's and the checker's way; readers read frames in place).
     fn load(&self, id: u64) -> Result<Arc<Page>, PagesError> {
-        let mut image = vec![0u8; self.page_bytes];
-        self.pool.read(id, |page| page.copy_image(&mut image))?;
-        debug_assert!(slotted::check(&image, self.page_bytes).is_ok(), "a frame failed its check");
-        let page =
-            page::decode(&image).map_err(|source| PagesError::Corrupt { page: id, source })?;
-        Ok(Arc::new(page))
+        Ok(Arc::new(tree_read::copy_page(&self.pool, id)?))
     }
 }
 

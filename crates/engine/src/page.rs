@@ -115,6 +115,13 @@ impl LeafPage {
         LeafPage { entries, buffer: Some(buffer), heads }
     }
 
+    /// A leaf whose entries are slices of `buffer`, without search heads (a page the
+    /// writer reads from its frame to change it: heads would cost more than its few
+    /// searches save).
+    pub fn from_buffer(entries: Vec<(Bytes, Value)>, buffer: Bytes) -> LeafPage {
+        LeafPage { entries, buffer: Some(buffer), heads: KeyHeads::default() }
+    }
+
     /// Bytes of the search heads (0 when there are none).
     pub fn heads_bytes(&self) -> usize {
         self.heads.heap_bytes()

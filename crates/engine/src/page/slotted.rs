@@ -169,12 +169,6 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
         Slotted { bytes }
     }
 
-    /// Copies the page's first `out.len()` bytes (its whole image, for an `out` of the page
-    /// size).
-    pub fn copy_image(&self, out: &mut [u8]) -> Option<()> {
-        self.bytes.copy_out(0, out)
-    }
-
     /// The page's kind, `None` for neither.
     pub fn kind(&self) -> Option<Kind> {
         match self.bytes.byte(0)? {

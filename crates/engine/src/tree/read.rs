@@ -20,11 +20,13 @@
 
 use std::ops::Range;
 
+use bytes::Bytes;
+
 use tierkv_io::frames::FrameRead;
 
 use crate::buffer::{BufferError, BufferPool, PageSource};
 use crate::page::slotted::{Kind, Slotted, ValueAt};
-use crate::page::OverflowRef;
+use crate::page::{InternalPage, LeafPage, OverflowRef, Page, Value};
 
 /// The deepest tree a lookup goes down (a B+tree of fan-out two this deep holds more
 /// entries than a block store can address).
@@ -187,6 +189,52 @@ impl Chunk {
         }
         Some(())
     }
+}
+
+/// Page `pid` as the writer changes it: a leaf's entries copied into one buffer, whose
+/// slices they are (`LeafPage::from_buffer`), or an internal page's separators and children;
+/// read in place under one validation, nothing checked again (the page was checked when it
+/// was loaded into its frame).
+pub fn copy_page<S: PageSource>(
+    pool: &BufferPool<S>,
+    pid: u64,
+) -> Result<Page, ReadError<S::Error>> {
+    let mut chunk = Chunk::default();
+    let internal = pool
+        .read(pid, |page| match page.kind()? {
+            Kind::Leaf => {
+                chunk.clear();
+                chunk.copy(page, 0..page.count()?)?;
+                Some(None)
+            }
+            Kind::Internal => {
+                let separators = (0..page.count()?)
+                    .map(|index| {
+                        let mut key = Vec::new();
+                        page.key_into(index, &mut key)?;
+                        Some((key, page.child(index + 1)?))
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                Some(Some((page.link()?, separators)))
+            }
+        })
+        .map_err(ReadError::Page)?;
+    if let Some((first_child, separators)) = internal {
+        return Ok(Page::Internal(InternalPage::new(first_child, separators)));
+    }
+    let buffer = Bytes::from(std::mem::take(&mut chunk.bytes));
+    let entries = chunk
+        .entries
+        .into_iter()
+        .map(|(key, value)| {
+            let value = match value {
+                ChunkValue::Inline(bytes) => Value::Inline(buffer.slice(bytes)),
+                ChunkValue::Overflow(overflow) => Value::Overflow(overflow),
+            };
+            (buffer.slice(key), value)
+        })
+        .collect();
+    Ok(Page::Leaf(LeafPage::from_buffer(entries, buffer)))
 }
 
 /// Copies the entries at or above `from` of the leaf that holds `from` into `chunk`, at

@@ -27,7 +27,8 @@ for ((round = 1; round <= rounds; round++)); do
     shift_by=$(( (round - 1) % ${#engines[@]} ))
     order=("${engines[@]:shift_by}" "${engines[@]:0:shift_by}")
     list=$(IFS=,; echo "${order[*]}")
-    "$tierkv" "${common[@]}" --engines "$list" --report "$out/round-$round.json" |
+    "$tierkv" "${common[@]}" --engines "$list" --report "$out/round-$round.json" \
+        --plot "$out/plots-round-$round" |
         tee "$out/round-$round.txt"
 done
 rm -f "$tierkv"

@@ -158,14 +158,14 @@ pub fn slotted_page(data: &[u8]) {
             assert_eq!(slotted::decode_leaf(&again), Some(entries), "a leaf changed");
         }
         Ok(Kind::Internal) => {
-            let (first, entries) =
-                slotted::decode_internal(&image).expect("a checked internal page decodes");
+            let (first, entries) = slotted::decode_internal(image.as_slice())
+                .expect("a checked internal page decodes");
             for (at, (key, child)) in entries.iter().enumerate() {
                 assert_eq!(page.child_index(key), Some(at + 1));
                 assert_eq!(page.child(at + 1), Some(*child));
             }
             let again = slotted::encode_internal(first, &entries, lsn, page_bytes);
-            assert_eq!(slotted::decode_internal(&again), Some((first, entries)));
+            assert_eq!(slotted::decode_internal(again.as_slice()), Some((first, entries)));
         }
         Err(_) => {}
     }

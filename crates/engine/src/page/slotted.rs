@@ -169,6 +169,11 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
         Slotted { bytes }
     }
 
+    /// The bytes it reads.
+    pub fn bytes(&self) -> &'b B {
+        self.bytes
+    }
+
     /// The page's kind, `None` for neither.
     pub fn kind(&self) -> Option<Kind> {
         match self.bytes.byte(0)? {
@@ -597,7 +602,7 @@ pub fn decode_leaf(image: &[u8]) -> Option<Vec<(Bytes, Value)>> {
 }
 
 /// A checked internal page's first child and entries, owned.
-pub fn decode_internal(image: &[u8]) -> Option<(u64, Separators)> {
+pub fn decode_internal<B: PageBytes + ?Sized>(image: &B) -> Option<(u64, Separators)> {
     let page = Slotted::new(image);
     let entries = (0..page.count()?)
         .map(|index| {

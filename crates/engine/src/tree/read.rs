@@ -25,7 +25,7 @@ use bytes::Bytes;
 use tierkv_io::frames::FrameRead;
 
 use crate::buffer::{BufferError, BufferPool, PageSource};
-use crate::page::slotted::{Kind, Slotted, ValueAt};
+use crate::page::slotted::{self, Kind, Slotted, ValueAt};
 use crate::page::{InternalPage, LeafPage, OverflowRef, Page, Value};
 
 /// The deepest tree a lookup goes down (a B+tree of fan-out two this deep holds more
@@ -207,16 +207,7 @@ pub fn copy_page<S: PageSource>(
                 chunk.copy(page, 0..page.count()?)?;
                 Some(None)
             }
-            Kind::Internal => {
-                let separators = (0..page.count()?)
-                    .map(|index| {
-                        let mut key = Vec::new();
-                        page.key_into(index, &mut key)?;
-                        Some((key, page.child(index + 1)?))
-                    })
-                    .collect::<Option<Vec<_>>>()?;
-                Some(Some((page.link()?, separators)))
-            }
+            Kind::Internal => Some(Some(slotted::decode_internal(page.bytes())?)),
         })
         .map_err(ReadError::Page)?;
     if let Some((first_child, separators)) = internal {

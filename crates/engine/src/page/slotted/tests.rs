@@ -85,7 +85,7 @@ proptest! {
             separators.into_iter().enumerate().map(|(i, key)| ([b"ab".as_slice(), &key].concat(), 10 + i as u64)).collect();
         let image = encode_internal(9, &entries, 3, PAGE);
         prop_assert_eq!(check(&image, PAGE), Ok(Kind::Internal));
-        prop_assert_eq!(decode_internal(&image), Some((9, entries.clone())));
+        prop_assert_eq!(decode_internal(image.as_slice()), Some((9, entries.clone())));
         let page = Slotted::new(&image[..]);
         for probe in probes.iter().chain(entries.iter().map(|e| &e.0)) {
             let index = entries.partition_point(|(sep, _)| sep[..] <= probe[..]);

@@ -705,23 +705,11 @@ mod tests {
         }
     }
 
-    /// A store's own reads agree with what was written, and a scan stops at the end.
-    fn round_trip(store: &dyn Store) {
-        store.write(b"b", b"2").expect("write");
-        store.write(b"a", b"1").expect("write");
-        store.write(b"a", b"3").expect("overwrite");
-        assert_eq!(store.read(b"a").expect("read"), Some(b"3".to_vec()));
-        assert_eq!(store.read(b"c").expect("read"), None);
-        assert_eq!(store.scan(b"a", 10).expect("scan"), 2);
-        assert_eq!(store.scan(b"aa", 10).expect("scan"), 1);
-        assert_eq!(store.scan(b"a", 1).expect("scan"), 1);
-    }
-
     #[test]
     fn rocksdb_runs_every_core_workload() {
         let dir = tempfile::tempdir().expect("dir");
         let store = RocksStore::open(dir.path(), 8 << 20, Durability::None, false).expect("open");
-        round_trip(&store);
+        crate::ycsb::driver::round_trip(&store);
         check(&store);
         assert!(!store.version().contains("unknown"), "{}", store.version());
     }
@@ -738,8 +726,8 @@ mod tests {
             RocksStore::open(debian_dir.path(), 8 << 20, Durability::None, false).expect("open");
         let bundled = RocksCrateStore::open(crate_dir.path(), 8 << 20, Durability::None, false)
             .expect("open");
-        round_trip(&debian);
-        round_trip(&bundled);
+        crate::ycsb::driver::round_trip(&debian);
+        crate::ycsb::driver::round_trip(&bundled);
         let bundled_release = versions::rocksdb_version_in(crate_dir.path());
         assert_eq!(bundled_release.as_deref(), Some(versions::rocksdb_bundled()));
         let debian_release = versions::rocksdb_version_in(debian_dir.path()).expect("OPTIONS");
@@ -750,7 +738,7 @@ mod tests {
     fn lmdb_runs_every_core_workload() {
         let dir = tempfile::tempdir().expect("dir");
         let store = LmdbStore::open(dir.path(), 1 << 30, Durability::None, 2).expect("open");
-        round_trip(&store);
+        crate::ycsb::driver::round_trip(&store);
         check(&store);
     }
 
@@ -759,7 +747,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let store = WiredTigerStore::open(dir.path(), 8 << 20, Durability::Buffered, false, 2)
             .expect("open");
-        round_trip(&store);
+        crate::ycsb::driver::round_trip(&store);
         check(&store);
     }
 
@@ -779,7 +767,7 @@ mod tests {
         let store =
             SqliteStore::create(&dir.path().join("ycsb.sqlite"), 8 << 20, Durability::None, 2)
                 .expect("create");
-        round_trip(&store);
+        crate::ycsb::driver::round_trip(&store);
         check(&store);
     }
 }

@@ -169,24 +169,12 @@ mod tests {
         }
     }
 
-    /// A store's own reads agree with what was written, and a scan stops at the end.
-    fn round_trip(store: &dyn Store) {
-        store.write(b"b", b"2").expect("write");
-        store.write(b"a", b"1").expect("write");
-        store.write(b"a", b"3").expect("overwrite");
-        assert_eq!(store.read(b"a").expect("read"), Some(b"3".to_vec()));
-        assert_eq!(store.read(b"c").expect("read"), None);
-        assert_eq!(store.scan(b"a", 10).expect("scan"), 2);
-        assert_eq!(store.scan(b"aa", 10).expect("scan"), 1);
-        assert_eq!(store.scan(b"a", 1).expect("scan"), 1);
-    }
-
     #[test]
     fn redb_runs_every_core_workload() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("ycsb.redb");
         let store = RedbStore::create(&path, 4 << 20, Durability::None).expect("create");
-        round_trip(&store);
+        crate::ycsb::driver::round_trip(&store);
         check(&store);
     }
 
@@ -196,14 +184,14 @@ mod tests {
         let path = dir.path().join("ycsb.redb");
         let store = RedbStore::create(&path, 4 << 20, Durability::Buffered).expect("create");
         assert!(matches!(store.durability, redb::Durability::Immediate));
-        round_trip(&store);
+        crate::ycsb::driver::round_trip(&store);
     }
 
     #[test]
     fn fjall_runs_every_core_workload() {
         let dir = tempfile::tempdir().expect("dir");
         let store = FjallStore::open(dir.path(), 4 << 20, Durability::Buffered).expect("open");
-        round_trip(&store);
+        crate::ycsb::driver::round_trip(&store);
         check(&store);
     }
 }

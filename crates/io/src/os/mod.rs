@@ -286,29 +286,52 @@ pub(crate) fn pwritev_all(fd: &OwnedFd, path: &Path, parts: &[&[u8]], offset: u6
 }
 
 /// Opens (creating it with `mode` when missing) and locks `path` with an exclusive
-/// `flock`, without waiting. The lock is the open file description's: it holds until the
+/// `flock`, without blocking. The lock is the open file description's: it holds until the
 /// returned descriptor closes, and a second open of the same file, even in this process,
-/// cannot take it.
+/// cannot take it (after `LOCK_RETRY`: see `flock_retrying`).
 pub(crate) fn lock_file(path: &Path, mode: u32) -> Result<OwnedFd> {
     let flags = OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC;
     let fd = rustix::fs::open(path, flags, Mode::from_raw_mode(mode))
         .map_err(|e| Error::from_rustix(Op::Open, path, e))?;
-    match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(fd),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked { path: path.to_path_buf() }),
-        Err(errno) => Err(Error::from_rustix(Op::Lock, path, errno)),
-    }
+    flock_retrying(fd, path, rustix::fs::FlockOperation::NonBlockingLockExclusive)
 }
 
 /// Opens the existing file at `path` read-only and takes a shared `flock` on it, without
-/// waiting (`Error::Locked` while an exclusive lock is held). It creates nothing.
+/// blocking (`Error::Locked` while an exclusive lock is held). It creates nothing.
 pub(crate) fn lock_file_shared(path: &Path) -> Result<OwnedFd> {
     let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| Error::from_rustix(Op::Open, path, e))?;
-    match rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockShared) {
-        Ok(()) => Ok(fd),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(Error::Locked { path: path.to_path_buf() }),
-        Err(errno) => Err(Error::from_rustix(Op::Lock, path, errno)),
+    flock_retrying(fd, path, rustix::fs::FlockOperation::NonBlockingLockShared)
+}
+
+/// How long a lock that looks held is tried again before `Error::Locked`.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Takes `operation` (a non-blocking `flock`) on `fd`. A lock released a moment ago can
+/// still look held: a child this process forked keeps a copy of every descriptor until its
+/// `exec` closes the close-on-exec ones, and the copy holds the open file description's
+/// lock. So a refusal is tried again, with growing pauses, for `LOCK_RETRY` before it is
+/// reported; a lock another open really holds is reported after that wait.
+fn flock_retrying(
+    fd: OwnedFd,
+    path: &Path,
+    operation: rustix::fs::FlockOperation,
+) -> Result<OwnedFd> {
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_micros(100);
+    loop {
+        match rustix::fs::flock(&fd, operation) {
+            Ok(()) => return Ok(fd),
+            Err(rustix::io::Errno::WOULDBLOCK) if started.elapsed() < LOCK_RETRY => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(20));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(Error::Locked { path: path.to_path_buf() });
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(errno) => return Err(Error::from_rustix(Op::Lock, path, errno)),
+        }
     }
 }
 

@@ -22,13 +22,15 @@
 //! holds outside the frames that grows with the pages: the checkpoint's dirty pages, the
 //! block store's map); `install` and `load` evict
 //! first so that the sum stays under it (when every page is locked, it passes the budget
-//! and counts that in `Stats::over_budget`).
+//! and counts that in `Stats::over_budget`). A discarded page's frame keeps its memory,
+//! counted, for the next page given its id (`Stats::kept`); those frames are given back
+//! first when room is needed.
 //!
 //! Must never: let a reader see a frame whose page failed its check; evict a page without
 //! its exclusive latch; change a resident page's bytes except through `install` (a page id
 //! is given a new image only while no tree version a reader holds can reach it).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -103,6 +105,8 @@ pub struct Stats {
     pub over_budget: u64,
     /// Pages resident now.
     pub resident: u64,
+    /// Frames of discarded pages that keep their memory for the page id's next page.
+    pub kept: u64,
 }
 
 /// The clock's ring and what it knows of each resident page.
@@ -112,6 +116,9 @@ struct Clock {
     /// Page id → place on the ring.
     places: HashMap<u64, usize>,
     hand: usize,
+    /// Discarded pages whose frames keep their memory (`Exclusive::evict_keeping`): their
+    /// ids are given to new pages soon, which then fill them without a page fault.
+    kept: BTreeSet<u64>,
     /// The highest page id loaded or installed: the frames' words are touched up to it.
     highest: u64,
     misses: u64,
@@ -123,12 +130,19 @@ struct Clock {
 impl Clock {
     fn add(&mut self, pid: u64) {
         self.highest = self.highest.max(pid);
+        // A kept frame filled again is counted on the ring from here on.
+        self.kept.remove(&pid);
         if self.places.contains_key(&pid) {
             return;
         }
         self.places.insert(pid, self.ring.len());
         self.ring.push(pid);
         debug_assert_eq!(self.places.len(), self.ring.len());
+    }
+
+    /// Frames that hold memory: the resident pages' and the kept ones.
+    fn frames(&self) -> usize {
+        self.ring.len() + self.kept.len()
     }
 
     fn remove(&mut self, pid: u64) -> bool {
@@ -293,7 +307,9 @@ impl<S: PageSource> BufferPool<S> {
                     break;
                 }
                 Err(FrameError::Evicted) => {
-                    self.make_room(1);
+                    // A kept frame (the id's last page was discarded) is room already.
+                    let kept = self.clock().kept.contains(&pid);
+                    self.make_room(usize::from(!kept));
                     if let Some(mut loading) =
                         self.frames.try_load(pid).map_err(|e| self.beyond(e))?
                     {
@@ -313,7 +329,10 @@ impl<S: PageSource> BufferPool<S> {
     }
 
     /// Drops page `pid` from the frames and tells the source it is gone (`discarded`): the
-    /// page is deleted, not demoted.
+    /// page is deleted, not demoted. Its frame keeps its memory, counted, for the next page
+    /// given the id (page ids are given out again, lowest first), until the budget needs
+    /// it: a checkpoint that rewrites pages fills frames it had, with no page fault, no
+    /// zeroing and no TLB shootdown per page.
     pub fn discard(&self, pid: u64) {
         if !self.clock().remove(pid) {
             // Not resident; what the source keeps of it goes all the same. (Without the
@@ -324,7 +343,8 @@ impl<S: PageSource> BufferPool<S> {
         }
         if let Ok(held) = self.frames.lock_exclusive(pid) {
             self.source.discarded(pid);
-            held.evict();
+            held.evict_keeping();
+            self.clock().kept.insert(pid);
         }
         debug_assert_eq!(self.frames.state(pid), Ok(FrameState::Evicted));
     }
@@ -353,28 +373,36 @@ impl<S: PageSource> BufferPool<S> {
         self.budget.load(Ordering::Relaxed)
     }
 
-    /// Bytes counted with `resident` pages: their frames and clock records, the frames'
-    /// words up to page `highest` (in whole kernel pages), and the reserved bytes.
-    fn used(&self, resident: usize, highest: u64) -> usize {
+    /// Bytes counted with `frames` frames holding memory (resident or kept): the frames and
+    /// their clock records, the frames' words up to page `highest` (in whole kernel pages),
+    /// and the reserved bytes.
+    fn used(&self, frames: usize, highest: u64) -> usize {
         let words = (highest as usize + 1)
             .saturating_mul(size_of::<u64>())
             .next_multiple_of(tierkv_io::frames::MIN_FRAME_BYTES);
-        resident * (self.stride + CLOCK_ENTRY_BYTES) + words + self.reserved.load(Ordering::Relaxed)
+        frames * (self.stride + CLOCK_ENTRY_BYTES) + words + self.reserved.load(Ordering::Relaxed)
     }
 
     /// Bytes the pool counts now.
     pub fn used_bytes(&self) -> usize {
         let clock = self.clock();
-        self.used(clock.ring.len(), clock.highest)
+        self.used(clock.frames(), clock.highest)
     }
 
-    /// Evicts until `more` pages more fit the budget (or nothing can leave).
+    /// Evicts until `more` pages more fit the budget (or nothing can leave): kept frames go
+    /// first, highest ids first (the ids given out last), then the clock's pages.
     fn make_room(&self, more: usize) {
         let budget = self.budget.load(Ordering::Relaxed);
         let mut clock = self.clock();
+        while self.used(clock.frames() + more, clock.highest) > budget {
+            let Some(pid) = clock.kept.pop_last() else { break };
+            // Not released: a load claimed it (a garbage id read optimistically), and counts
+            // it on the ring once filled.
+            let _ = self.frames.release_kept(pid);
+        }
         // Two passes over the ring at most: the first marks, the second evicts.
         let mut steps = 2 * clock.ring.len() + 1;
-        while self.used(clock.ring.len() + more, clock.highest) > budget {
+        while self.used(clock.frames() + more, clock.highest) > budget {
             if clock.ring.is_empty() || steps == 0 {
                 clock.over_budget += 1;
                 return;
@@ -413,6 +441,7 @@ impl<S: PageSource> BufferPool<S> {
             installs: clock.installs,
             over_budget: clock.over_budget,
             resident: clock.ring.len() as u64,
+            kept: clock.kept.len() as u64,
         }
     }
 }

@@ -134,10 +134,46 @@ fn installs_replace_a_page_and_discards_drop_it() {
     assert!(pool.source().evicted.lock().expect("lock").is_empty(), "a discard demoted");
     assert_eq!(*pool.source().installed.lock().expect("lock"), vec![3, 5]);
     assert_eq!(*pool.source().discarded.lock().expect("lock"), vec![5]);
+    assert_eq!(pool.stats().kept, 1, "the discarded page's frame was not kept");
     assert_eq!(entry(&pool, 5).1, 1, "a discarded page is read from the source again");
+    assert_eq!((pool.stats().kept, pool.stats().resident), (0, 2));
     pool.discard(6);
     assert_eq!(*pool.source().discarded.lock().expect("lock"), vec![5, 6], "not resident");
     assert_eq!(pool.stats().installs, 2);
+    assert_eq!(pool.stats().kept, 0, "a page not resident left a frame kept");
+}
+
+/// Discarded pages' frames stay counted while kept; a new page at a kept id fills it; when
+/// room is needed the kept frames go before any resident page, highest ids first.
+#[test]
+fn kept_frames_are_counted_reused_by_their_id_and_given_back_before_any_page() {
+    let pool = BufferPool::new(64, PAGE, frames(6), Source::default()).expect("pool");
+    for pid in 1..=6 {
+        pool.install(pid, &image_of(pid, 2)).expect("install");
+    }
+    let full = pool.used_bytes();
+    for pid in [4, 5, 6] {
+        pool.discard(pid);
+    }
+    assert_eq!((pool.stats().resident, pool.stats().kept), (3, 3));
+    assert_eq!(pool.used_bytes(), full, "kept frames left the count");
+    pool.install(4, &image_of(4, 3)).expect("install at a kept id");
+    assert_eq!((pool.stats().resident, pool.stats().kept), (4, 2));
+    assert_eq!(pool.used_bytes(), full);
+    assert_eq!(entry(&pool, 4).1, 3);
+    // Two new ids need two frames: the kept ones (6, then 5) go, no resident page does.
+    pool.install(10, &image_of(10, 4)).expect("install");
+    pool.install(11, &image_of(11, 4)).expect("install");
+    assert_eq!((pool.stats().resident, pool.stats().kept, pool.stats().evictions), (6, 0, 0));
+    assert!(pool.used_bytes() <= frames(6) + PAGE, "{} over {}", pool.used_bytes(), frames(6));
+    for pid in [1, 2, 3, 4, 10, 11] {
+        assert_eq!(entry(&pool, pid).0, format!("page{pid:08}").into_bytes());
+    }
+    assert_eq!(pool.source().reads.load(Ordering::Relaxed), 0, "a page was read back");
+    // A smaller budget gives kept frames back too.
+    pool.discard(11);
+    pool.set_budget(frames(5));
+    assert_eq!((pool.stats().resident, pool.stats().kept, pool.stats().evictions), (5, 0, 0));
 }
 
 #[test]

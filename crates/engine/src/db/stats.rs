@@ -23,6 +23,9 @@ pub struct CacheStats {
     pub over_budget: u64,
     /// Pages in frames now.
     pub resident: u64,
+    /// Frames of deleted pages that keep their memory, counted, for the next page given the
+    /// same id (given back first when room is needed).
+    pub kept: u64,
     /// Optimistic reads run again because a writer changed the frame meanwhile.
     pub restarts: u64,
     /// Tier hits whose image failed its checksum, read from the block store instead. Always
@@ -49,8 +52,9 @@ pub struct Stats {
     pub frozen_bytes: usize,
     /// The buffer pool's counters.
     pub cache: CacheStats,
-    /// Bytes the buffer pool counts: its resident frames (each at least the kernel's page),
-    /// its clock's records, and the pages a checkpoint holds before writing them.
+    /// Bytes the buffer pool counts: its resident and kept frames (each at least the
+    /// kernel's page), its clock's records, and the pages a checkpoint holds before writing
+    /// them.
     pub cache_bytes: usize,
     /// The buffer pool's budget now: `cache_size` less what the memtables are set aside.
     pub cache_budget: usize,
@@ -107,6 +111,7 @@ impl Inner {
                 evictions: frames.evictions,
                 over_budget: frames.over_budget,
                 resident: frames.resident,
+                kept: frames.kept,
                 restarts: frames.restarts,
                 tier_rejected: self.pages.tier_rejected(),
             },

@@ -12,7 +12,9 @@
 //!   [`Optimistic::validate`]; a failed validation means "start again" ([`Restart`]).
 //! - [`Shared`]: read a frame that nobody may change meanwhile (to write it to disk).
 //! - [`Exclusive`]: change a frame; its release moves the version on. [`Exclusive::evict`]
-//!   gives the frame's memory back to the kernel (`MADV_DONTNEED`) and leaves it evicted.
+//!   gives the frame's memory back to the kernel (`MADV_DONTNEED`) and leaves it evicted;
+//!   [`Exclusive::evict_keeping`] leaves it evicted with its memory, for a page id that is
+//!   about to be given out again ([`Frames::release_kept`] gives it back later).
 //! - [`Loading`]: fill an evicted frame; finished, it becomes an `Exclusive`, dropped
 //!   unfinished (a failed read), the frame is evicted again.
 //!
@@ -21,8 +23,9 @@
 //! writers (`Shared`, `Exclusive`, `Loading`) also offers the frame as a plain `&[u8]`.
 //!
 //! What is resident, and what to evict, is the caller's: this module only keeps each frame's
-//! word honest. Resident memory is the number of frames filled since their last eviction,
-//! times `page_bytes`, plus the word pages touched (8 bytes per page id up to the highest used).
+//! word honest. Resident memory is the number of frames filled since their last eviction
+//! (or evicted keeping their memory, until released), times `page_bytes`, plus the word
+//! pages touched (8 bytes per page id up to the highest used).
 //!
 //! Must never: let a page id beyond the reservation reach memory (every entry checks it and
 //! answers [`FrameError::Beyond`], since an optimistic reader may read a garbage id).
@@ -353,6 +356,20 @@ impl Frames {
         Ok(word.try_lock_evicted(seen).then(|| Loading { frames: self, pid, done: false }))
     }
 
+    /// Gives back the memory of an evicted frame kept by [`Exclusive::evict_keeping`]. False
+    /// when the frame is not evicted (resident, or being loaded: then the load owns it).
+    pub fn release_kept(&self, pid: u64) -> bool {
+        match self.try_load(pid) {
+            // Dropped unfinished, a load gives the memory back and leaves the frame evicted.
+            Ok(Some(loading)) => {
+                drop(loading);
+                debug_assert_eq!(self.state(pid), Ok(FrameState::Evicted));
+                true
+            }
+            Ok(None) | Err(_) => false,
+        }
+    }
+
     /// Gives a frame's memory back to the kernel; its bytes read as zero afterwards.
     fn release(&self, pid: u64) {
         let offset = pid as usize * self.page_bytes;
@@ -491,6 +508,18 @@ impl<'a> Exclusive<'a> {
         let (frames, pid) = (self.frames, self.pid);
         std::mem::forget(self);
         frames.release(pid);
+        frames.word(pid).unlock_evicted();
+        debug_assert_eq!(frames.state(pid), Ok(FrameState::Evicted));
+    }
+
+    /// Evicts the page as `evict` does but keeps the frame's memory: its word says evicted,
+    /// so no reader uses the stale bytes, and the next load into it (the same page id given
+    /// to a new page) costs no page fault, no zeroing and no TLB shootdown. The caller
+    /// counts the memory until it fills the frame again or gives it back
+    /// ([`Frames::release_kept`]).
+    pub fn evict_keeping(self) {
+        let (frames, pid) = (self.frames, self.pid);
+        std::mem::forget(self);
         frames.word(pid).unlock_evicted();
         debug_assert_eq!(frames.state(pid), Ok(FrameState::Evicted));
     }

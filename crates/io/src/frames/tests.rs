@@ -88,6 +88,36 @@ fn a_page_loads_reads_changes_and_leaves_its_frame() {
     assert_eq!(frames.optimistic(5).expect("resident").read().u64(8), Some(0xCD));
 }
 
+/// A page evicted keeping its memory is evicted to readers, and its frame still holds the
+/// old bytes for the next load; released, it reads as zero; a release of a frame that is
+/// resident or being loaded does nothing.
+#[test]
+fn an_eviction_that_keeps_the_memory_is_an_eviction_to_readers_and_reused_by_the_next_load() {
+    let frames = Frames::reserve(64, PAGE).expect("reserve");
+    drop(load_with(&frames, 7, 0x11));
+    let read = frames.optimistic(7).expect("resident");
+    let version = frames.version(7).expect("in range");
+    frames.lock_exclusive(7).expect("resident").evict_keeping();
+    assert_eq!(frames.state(7), Ok(FrameState::Evicted));
+    assert_eq!(frames.version(7), Ok(version + 1));
+    assert_eq!(read.validate(), Err(Restart), "validated across an eviction");
+    assert_eq!(frames.optimistic(7).err(), Some(FrameError::Evicted));
+
+    let loading = frames.try_load(7).expect("in range").expect("evicted");
+    assert_eq!(&loading.bytes()[..8], &0x11u64.to_le_bytes(), "the kept frame was zeroed");
+    assert!(!frames.release_kept(7), "released a frame being loaded");
+    let exclusive = loading.finish();
+    assert!(!frames.release_kept(7), "released a resident frame");
+    exclusive.evict_keeping();
+
+    assert!(frames.release_kept(7));
+    assert_eq!(frames.state(7), Ok(FrameState::Evicted));
+    let loading = frames.try_load(7).expect("in range").expect("evicted");
+    assert!(loading.bytes().iter().all(|&b| b == 0), "a released frame kept its bytes");
+    drop(loading);
+    assert!(!frames.release_kept(64), "an id past the reservation");
+}
+
 /// Writers keep every word of a page equal to one counter; loaders fill pages the same way;
 /// the clock evicts; readers check that every validated read saw one counter throughout.
 #[test]

@@ -105,7 +105,8 @@ impl Inner {
     /// when the reserve moves by a step. One thread at a time sets it, from the memtables'
     /// sizes read after its last change, again until they agree: a thread that read older
     /// sizes (a checkpoint publishing while writers fill the new memtable) cannot leave its
-    /// stale figure behind, and a write after the last pass calls this itself.
+    /// stale figure behind, and a write after the last pass calls this itself. The reserve
+    /// is published after the budget is set, never before.
     pub(super) fn rebudget(&self) {
         let reserve = || {
             let version = self.current.load();
@@ -120,11 +121,14 @@ impl Inner {
         // it call this again themselves.
         for _ in 0..4 {
             let now = reserve();
-            if self.memtable_reserve.swap(now, Ordering::AcqRel) == now {
+            if self.memtable_reserve.load(Ordering::Acquire) == now {
                 return;
             }
             // A smaller budget evicts (and demotes) pages: not under `current`'s lock.
             self.pages.pool().set_budget(self.options.cache_size.saturating_sub(now));
+            // Published once the budget holds it: a writer that finds its reserve here and
+            // returns at once (above) may count on the budget being set for it.
+            self.memtable_reserve.store(now, Ordering::Release);
         }
     }
 

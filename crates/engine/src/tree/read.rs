@@ -11,9 +11,14 @@
 //! caller sets, so a seek that reads one entry copies few): forward, the entries at or above
 //! a key and the key where the rest starts (the first entry not copied, or the separator
 //! above the path's leaf at the deepest level that has one); backward, the entries below a
-//! key and the key where they start (the first copied, or this leaf's start). The next chunk
-//! goes down again from the root by that key: the tree is copy on write, so leaves carry no
-//! sibling links to follow.
+//! key and the key where they start (the first copied, or this leaf's start). A forward
+//! chunk remembers where it ended (`Place`: the leaf, its parent and the child's index), so
+//! the next chunk, asked for from where this one ends, goes on in the same leaf or steps to
+//! the parent's next child with no descent from the root: pages reachable from the root a
+//! cursor holds never change, so the place stays true for as long as the root does. Only a
+//! parent's last child, or a chunk asked for from elsewhere, goes down again (the tree is
+//! copy on write, so leaves carry no sibling links to follow). Backward chunks always go
+//! down from the root.
 //!
 //! Must never: return an entry from a read that did not validate; loop without bound on a
 //! damaged tree (depth is bounded, and so is every step).
@@ -60,6 +65,13 @@ pub enum ReadError<E> {
 enum Step<T> {
     Down(u64),
     Leaf(T),
+}
+
+/// A step of `chunk_forward`'s descent: the child taken (its index and its parent's count),
+/// or the leaf read (the first slot not copied, and its count).
+enum Forward {
+    Down { child: u64, index: usize, count: usize },
+    Leaf { next_slot: usize, leaf_count: usize },
 }
 
 /// Goes from `root` to the leaf that holds `key` and returns what `at_leaf` read there.
@@ -152,6 +164,34 @@ pub struct Chunk {
     /// Forward: where the next leaf's keys start; backward: where this leaf's keys start
     /// (so the next chunk ends there). `None` at the tree's end in that direction.
     pub bound: Option<Vec<u8>>,
+    /// Where a forward chunk ended, for the next one to go on from (`None`: go down).
+    place: Option<Place>,
+}
+
+/// Where a forward chunk ended in the tree under `root`: the next entry is slot `next_slot`
+/// of leaf `leaf` (past its end: the leaf after it, which is `parent`'s next child).
+#[derive(Debug)]
+struct Place {
+    root: u64,
+    leaf: u64,
+    next_slot: usize,
+    leaf_count: usize,
+    /// Where the keys after the leaf start (`None`: the tree's end).
+    leaf_bound: Option<Vec<u8>>,
+    /// The leaf's parent, if the tree has internal pages.
+    parent: Option<Parent>,
+}
+
+/// An internal page above leaves, and which of its children a chunk read.
+#[derive(Debug)]
+struct Parent {
+    pid: u64,
+    /// The child read (0 is the first child; `i + 1` is slot `i`'s).
+    index: usize,
+    /// The parent's slots: its children are `0..=count`.
+    count: usize,
+    /// Where the keys after the parent's last child start (`None`: the tree's end).
+    bound: Option<Vec<u8>>,
 }
 
 impl Chunk {
@@ -159,6 +199,7 @@ impl Chunk {
         self.bytes.clear();
         self.entries.clear();
         self.bound = None;
+        self.place = None;
     }
 
     /// Entry `index`'s key.
@@ -230,7 +271,9 @@ pub fn copy_page<S: PageSource>(
 
 /// Copies the entries at or above `from` of the leaf that holds `from` into `chunk`, at
 /// most `limit` of them (at least one), and the key where the rest starts: the first entry
-/// not copied, or where the next leaf starts.
+/// not copied, or where the next leaf starts. When `from` is where `chunk`'s last forward
+/// chunk under `root` ended (its `bound`), the next entries are read from where it ended,
+/// without a descent from the root (see the module header).
 pub fn chunk_forward<S: PageSource>(
     pool: &BufferPool<S>,
     root: u64,
@@ -239,39 +282,139 @@ pub fn chunk_forward<S: PageSource>(
     chunk: &mut Chunk,
 ) -> Result<(), ReadError<S::Error>> {
     let limit = limit.max(1);
-    let mut cut: Option<Vec<u8>> = None;
+    let place = chunk.place.take();
+    let goes_on = chunk.bound.as_deref() == Some(from);
+    if let Some(place) = place.filter(|place| goes_on && place.root == root) {
+        if go_on(pool, place, limit, chunk)? {
+            debug_assert!(chunk.entries.iter().all(|(key, _)| &chunk.bytes[key.clone()] >= from));
+            return Ok(());
+        }
+    }
+    let mut pid = root;
     // The separator above the child taken, at the deepest level that has one. (A separator
     // is never empty: it is above some key.)
     let mut next: Option<Vec<u8>> = None;
-    descend(
-        pool,
-        root,
-        from,
-        |page, index, scratch| {
-            if index < page.count()? {
-                page.key_into(index, scratch)?;
+    let mut parent: Option<Parent> = None;
+    let mut separator = Vec::new();
+    for _ in 0..MAX_DEPTH {
+        let step = pool
+            .read(pid, |page| match page.kind()? {
+                Kind::Internal => {
+                    separator.clear();
+                    let index = page.child_index(from)?;
+                    let count = page.count()?;
+                    let child = page.child(index)?;
+                    // The child's word and header start on their way while this level ends.
+                    pool.prefetch(child);
+                    if index < count {
+                        page.key_into(index, &mut separator)?;
+                    }
+                    Some(Forward::Down { child, index, count })
+                }
+                Kind::Leaf => {
+                    chunk.clear();
+                    let start = match page.search(from)? {
+                        Ok(at) | Err(at) => at,
+                    };
+                    let count = page.count()?;
+                    let end = count.min(start.saturating_add(limit));
+                    chunk.copy(page, start..end)?;
+                    Some(Forward::Leaf { next_slot: end, leaf_count: count })
+                }
+            })
+            .map_err(ReadError::Page)?;
+        match step {
+            Forward::Down { child, index, count } => {
+                let above = next.clone();
+                if !separator.is_empty() {
+                    next = Some(std::mem::take(&mut separator));
+                }
+                parent = Some(Parent { pid, index, count, bound: above });
+                pid = child;
             }
-            Some(())
-        },
-        |scratch| next = Some(std::mem::take(scratch)),
-        |leaf| {
-            chunk.clear();
-            let start = match leaf.search(from)? {
-                Ok(at) | Err(at) => at,
-            };
-            let count = leaf.count()?;
-            let end = count.min(start.saturating_add(limit));
-            cut = None;
-            if end < count {
-                let mut key = Vec::new();
-                leaf.key_into(end, &mut key)?;
-                cut = Some(key);
+            Forward::Leaf { next_slot, leaf_count } => {
+                let leaf_bound = next;
+                let place = Place { root, leaf: pid, next_slot, leaf_count, leaf_bound, parent };
+                return finish_forward(pool, place, chunk);
             }
-            chunk.copy(leaf, start..end)
-        },
-    )?;
-    chunk.bound = cut.or(next);
+        }
+    }
+    Err(ReadError::TooDeep { root })
+}
+
+/// Sets `chunk`'s bound from where it ended (the first entry not copied, or the leaf's
+/// bound), and keeps the place.
+fn finish_forward<S: PageSource>(
+    pool: &BufferPool<S>,
+    place: Place,
+    chunk: &mut Chunk,
+) -> Result<(), ReadError<S::Error>> {
+    chunk.bound = if place.next_slot < place.leaf_count {
+        let mut key = Vec::new();
+        pool.read(place.leaf, |page| {
+            key.clear();
+            page.key_into(place.next_slot, &mut key)
+        })
+        .map_err(ReadError::Page)?;
+        Some(key)
+    } else {
+        place.leaf_bound.clone()
+    };
+    chunk.place = Some(place);
     Ok(())
+}
+
+/// Reads the next chunk from `place`: the rest of its leaf, or the parent's next child.
+/// False when it cannot (the parent's last child was read, the tree has no parent, or a
+/// leaf is not where one should be): the caller goes down from the root.
+fn go_on<S: PageSource>(
+    pool: &BufferPool<S>,
+    mut place: Place,
+    limit: usize,
+    chunk: &mut Chunk,
+) -> Result<bool, ReadError<S::Error>> {
+    if place.next_slot >= place.leaf_count {
+        let Some(parent) = place.parent.as_mut().filter(|p| p.index < p.count) else {
+            return Ok(false);
+        };
+        let index = parent.index + 1;
+        let mut separator = Vec::new();
+        let leaf = pool
+            .read(parent.pid, |page| {
+                separator.clear();
+                if index < parent.count {
+                    page.key_into(index, &mut separator)?;
+                }
+                page.child(index)
+            })
+            .map_err(ReadError::Page)?;
+        parent.index = index;
+        place.leaf = leaf;
+        place.next_slot = 0;
+        place.leaf_bound =
+            if separator.is_empty() { parent.bound.clone() } else { Some(separator) };
+    }
+    let start = place.next_slot;
+    let read = pool
+        .read(place.leaf, |page| {
+            if page.kind()? != Kind::Leaf {
+                return Some(None);
+            }
+            chunk.clear();
+            let count = page.count()?;
+            let end = count.min(start.saturating_add(limit));
+            chunk.copy(page, start..end)?;
+            Some(Some((end, count)))
+        })
+        .map_err(ReadError::Page)?;
+    let Some((next_slot, leaf_count)) = read else {
+        // Not a leaf where a leaf should be: the tree is damaged; a descent says how.
+        return Ok(false);
+    };
+    place.next_slot = next_slot;
+    place.leaf_count = leaf_count;
+    finish_forward(pool, place, chunk)?;
+    Ok(true)
 }
 
 /// Copies the entries below `before` (all of them for `None`) of the leaf that holds the

@@ -47,6 +47,8 @@ pub const SLOT_BYTES: usize = 8;
 pub const MIN_PAGE_BYTES: usize = 512;
 /// The largest page.
 pub const MAX_PAGE_BYTES: usize = 64 << 10;
+/// The most bytes of entries one `prefetch_entries` asks for.
+const MAX_PREFETCH_BYTES: usize = 16 << 10;
 
 const KIND_LEAF: u8 = 1;
 const KIND_INTERNAL: u8 = 2;
@@ -83,6 +85,8 @@ pub trait PageBytes {
     fn compare_at(&self, at: usize, len: usize, key: &[u8]) -> Option<Ordering>;
     /// Copies `out.len()` bytes from `at`.
     fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()>;
+    /// Hints that bytes `from..to` are about to be read (nothing for a slice in memory).
+    fn prefetch(&self, _from: usize, _to: usize) {}
 }
 
 impl PageBytes for [u8] {
@@ -131,6 +135,10 @@ impl PageBytes for FrameRead<'_> {
     #[inline]
     fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()> {
         self.copy_to(at, out)
+    }
+    #[inline]
+    fn prefetch(&self, from: usize, to: usize) {
+        FrameRead::prefetch(self, from, to);
     }
 }
 
@@ -245,6 +253,23 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
             }
         }
         Some(Err(low))
+    }
+
+    /// Hints that entries `range` are about to be read: their bytes are fetched at once.
+    /// Entries lie in the heap in reverse order (entry 0 at the page's end), so theirs is
+    /// one stretch: from the last one's start to where the one before the first starts.
+    pub fn prefetch_entries(&self, range: std::ops::Range<usize>) -> Option<()> {
+        if range.is_empty() {
+            return Some(());
+        }
+        let (_, low, _) = self.slot(range.end - 1)?;
+        let high = match range.start.checked_sub(1) {
+            Some(before) => self.slot(before)?.1,
+            // Entry 0 ends at the page's end (the header's page size).
+            None => usize::try_from(self.bytes.le_u32(24)?).ok()?,
+        };
+        self.bytes.prefetch(low, high.min(low.saturating_add(MAX_PREFETCH_BYTES)));
+        Some(())
     }
 
     /// Appends entry `index`'s whole key to `out`.

@@ -318,3 +318,69 @@ fn a_decoded_leaf_is_slices_of_one_buffer() {
     assert_eq!(Page::Leaf(decoded.clone()), page);
     assert_eq!(decoded.buffer_bytes(), 8);
 }
+
+/// Page bytes that record what they were asked to prefetch.
+struct Recording<'a> {
+    bytes: &'a [u8],
+    asked: std::cell::RefCell<Vec<(usize, usize)>>,
+}
+
+impl slotted::PageBytes for Recording<'_> {
+    fn byte(&self, at: usize) -> Option<u8> {
+        self.bytes.byte(at)
+    }
+    fn le_u16(&self, at: usize) -> Option<u16> {
+        self.bytes.le_u16(at)
+    }
+    fn le_u32(&self, at: usize) -> Option<u32> {
+        self.bytes.le_u32(at)
+    }
+    fn le_u64(&self, at: usize) -> Option<u64> {
+        self.bytes.le_u64(at)
+    }
+    fn compare_at(&self, at: usize, len: usize, key: &[u8]) -> Option<std::cmp::Ordering> {
+        self.bytes.compare_at(at, len, key)
+    }
+    fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()> {
+        self.bytes.copy_out(at, out)
+    }
+    fn prefetch(&self, from: usize, to: usize) {
+        self.asked.borrow_mut().push((from, to));
+    }
+}
+
+/// `prefetch_entries` asks for exactly the stretch of the heap the entries lie in: every
+/// byte of each entry of the range (key suffix, value header, value), and nothing of the
+/// entries around it.
+#[test]
+fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
+    let entries: Vec<(Vec<u8>, Value)> = (0..12u8)
+        .map(|i| (vec![b'k', i], Value::inline(vec![i; 40 + usize::from(i) * 7])))
+        .collect();
+    let refs: Vec<(&[u8], Value)> = entries.iter().map(|(k, v)| (&k[..], v.clone())).collect();
+    let image = encode(&leaf(&refs), 4096);
+    let recording = Recording { bytes: &image, asked: Default::default() };
+    let page = slotted::Slotted::new(&recording);
+    // Where each entry lies: its key's suffix (one byte: the keys share the prefix "k"),
+    // the value's kind and length (3 bytes), then the value.
+    let span = |index: usize| {
+        let whole = slotted::Slotted::new(&image[..]);
+        let slotted::ValueAt::Inline { offset, len } = whole.value(index).expect("value") else {
+            panic!("inline values only")
+        };
+        (offset - 3 - 1, offset + len)
+    };
+    for range in [0..12, 0..1, 3..7, 11..12, 5..5] {
+        recording.asked.borrow_mut().clear();
+        page.prefetch_entries(range.clone()).expect("a valid page");
+        let asked = recording.asked.borrow().clone();
+        if range.is_empty() {
+            assert!(asked.is_empty(), "{asked:?}");
+            continue;
+        }
+        let [(from, to)] = asked[..] else { panic!("{asked:?}") };
+        let low = span(range.end - 1).0;
+        let high = span(range.start).1;
+        assert_eq!((from, to), (low, high), "entries {range:?}");
+    }
+}

@@ -214,6 +214,8 @@ impl Chunk {
 
     /// Copies entries `range` of `leaf` in (forward order).
     fn copy(&mut self, leaf: &Slotted<'_, FrameRead<'_>>, range: Range<usize>) -> Option<()> {
+        // Their bytes on their way at once, not one entry's miss after another's.
+        leaf.prefetch_entries(range.clone())?;
         for index in range {
             let start = self.bytes.len();
             leaf.key_into(index, &mut self.bytes)?;

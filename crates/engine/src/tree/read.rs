@@ -298,6 +298,7 @@ pub fn chunk_forward<S: PageSource>(
     let mut next: Option<Vec<u8>> = None;
     let mut parent: Option<Parent> = None;
     let mut separator = Vec::new();
+    let mut cut = Vec::new();
     for _ in 0..MAX_DEPTH {
         let step = pool
             .read(pid, |page| match page.kind()? {
@@ -321,6 +322,7 @@ pub fn chunk_forward<S: PageSource>(
                     let count = page.count()?;
                     let end = count.min(start.saturating_add(limit));
                     chunk.copy(page, start..end)?;
+                    cut_at(page, end, count, &mut cut)?;
                     Some(Forward::Leaf { next_slot: end, leaf_count: count })
                 }
             })
@@ -337,33 +339,36 @@ pub fn chunk_forward<S: PageSource>(
             Forward::Leaf { next_slot, leaf_count } => {
                 let leaf_bound = next;
                 let place = Place { root, leaf: pid, next_slot, leaf_count, leaf_bound, parent };
-                return finish_forward(pool, place, chunk);
+                finish_forward(place, cut, chunk);
+                return Ok(());
             }
         }
     }
     Err(ReadError::TooDeep { root })
 }
 
-/// Sets `chunk`'s bound from where it ended (the first entry not copied, or the leaf's
-/// bound), and keeps the place.
-fn finish_forward<S: PageSource>(
-    pool: &BufferPool<S>,
-    place: Place,
-    chunk: &mut Chunk,
-) -> Result<(), ReadError<S::Error>> {
-    chunk.bound = if place.next_slot < place.leaf_count {
-        let mut key = Vec::new();
-        pool.read(place.leaf, |page| {
-            key.clear();
-            page.key_into(place.next_slot, &mut key)
-        })
-        .map_err(ReadError::Page)?;
-        Some(key)
-    } else {
-        place.leaf_bound.clone()
-    };
+/// Copies the key of slot `end` of `page` into `cut` when the chunk stopped short of the
+/// leaf's end (`count`), else leaves `cut` empty.
+fn cut_at(
+    page: &Slotted<'_, FrameRead<'_>>,
+    end: usize,
+    count: usize,
+    cut: &mut Vec<u8>,
+) -> Option<()> {
+    cut.clear();
+    if end < count {
+        page.key_into(end, cut)?;
+    }
+    Some(())
+}
+
+/// Sets `chunk`'s bound from where it ended (`cut`, the first entry not copied, or the
+/// leaf's bound when the chunk reached the leaf's end), and keeps the place.
+fn finish_forward(place: Place, cut: Vec<u8>, chunk: &mut Chunk) {
+    debug_assert_eq!(cut.is_empty(), place.next_slot >= place.leaf_count);
+    chunk.bound =
+        if place.next_slot < place.leaf_count { Some(cut) } else { place.leaf_bound.clone() };
     chunk.place = Some(place);
-    Ok(())
 }
 
 /// Reads the next chunk from `place`: the rest of its leaf, or the parent's next child.
@@ -397,6 +402,7 @@ fn go_on<S: PageSource>(
             if separator.is_empty() { parent.bound.clone() } else { Some(separator) };
     }
     let start = place.next_slot;
+    let mut cut = Vec::new();
     let read = pool
         .read(place.leaf, |page| {
             if page.kind()? != Kind::Leaf {
@@ -406,6 +412,7 @@ fn go_on<S: PageSource>(
             let count = page.count()?;
             let end = count.min(start.saturating_add(limit));
             chunk.copy(page, start..end)?;
+            cut_at(page, end, count, &mut cut)?;
             Some(Some((end, count)))
         })
         .map_err(ReadError::Page)?;
@@ -415,7 +422,7 @@ fn go_on<S: PageSource>(
     };
     place.next_slot = next_slot;
     place.leaf_count = leaf_count;
-    finish_forward(pool, place, chunk)?;
+    finish_forward(place, cut, chunk);
     Ok(true)
 }
 

@@ -49,6 +49,8 @@ pub const MIN_PAGE_BYTES: usize = 512;
 pub const MAX_PAGE_BYTES: usize = 64 << 10;
 /// The most bytes of entries one `prefetch_entries` asks for.
 const MAX_PREFETCH_BYTES: usize = 16 << 10;
+/// The largest slot array a search prefetches whole (16 cache lines).
+const MAX_PREFETCH_SLOT_BYTES: usize = 1024;
 
 const KIND_LEAF: u8 = 1;
 const KIND_INTERNAL: u8 = 2;
@@ -216,7 +218,13 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
 
     /// Slot `index`'s head, entry offset and suffix length.
     fn slot(&self, index: usize) -> Option<(u32, usize, usize)> {
-        let at = self.slot_at(index)?;
+        self.slot_from(self.slot_at(0)?, index)
+    }
+
+    /// Slot `index`'s head, entry offset and suffix length, the slots starting at `slots`.
+    #[inline]
+    fn slot_from(&self, slots: usize, index: usize) -> Option<(u32, usize, usize)> {
+        let at = slots.checked_add(index.checked_mul(SLOT_BYTES)?)?;
         Some((
             self.bytes.le_u32(at)?,
             usize::from(self.bytes.le_u16(at + 4)?),
@@ -237,11 +245,13 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
         }
         let suffix = &key[prefix_len..];
         let wanted = head(suffix);
+        let slots = HEADER_BYTES + prefix_len;
+        self.prefetch_search(slots, count);
         let (mut low, mut high) = (0, count);
         // A binary search: at most log2(count) + 1 steps, whatever the bytes say.
         while low < high {
             let middle = low + (high - low) / 2;
-            let (slot_head, offset, len) = self.slot(middle)?;
+            let (slot_head, offset, len) = self.slot_from(slots, middle)?;
             let order = match slot_head.cmp(&wanted) {
                 Ordering::Equal => self.bytes.compare_at(offset, len, suffix)?,
                 other => other,
@@ -253,6 +263,22 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
             }
         }
         Some(Err(low))
+    }
+
+    /// Hints that the slots a binary search over `count` slots at `slots` reads are about to
+    /// be read, so that its misses overlap rather than follow one another: the whole slot
+    /// array when it is small, else the slots of its first three steps.
+    #[inline]
+    fn prefetch_search(&self, slots: usize, count: usize) {
+        let bytes = count.saturating_mul(SLOT_BYTES);
+        if bytes <= MAX_PREFETCH_SLOT_BYTES {
+            self.bytes.prefetch(slots, slots + bytes);
+            return;
+        }
+        for eighth in 1..8 {
+            let at = slots + count * eighth / 8 * SLOT_BYTES;
+            self.bytes.prefetch(at, at + SLOT_BYTES);
+        }
     }
 
     /// Hints that entries `range` are about to be read: their bytes are fetched at once.

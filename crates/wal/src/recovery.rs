@@ -161,7 +161,13 @@ pub(crate) fn recover(
         segments.push(Segment::open_existing(storage, &path, options, number, read_only)?);
     }
 
-    let mut scanner = Scanner { backend: options.backend, window: Vec::new(), expected: None };
+    let mut scanner = Scanner {
+        backend: options.backend,
+        window: Vec::new(),
+        window_at: 0,
+        window_len: 0,
+        expected: None,
+    };
     let mut live: Vec<(Segment, Option<Lsn>)> = Vec::new();
     let mut stop_offset = RECORDS_START;
     let mut stopped: Option<String> = None;
@@ -276,7 +282,10 @@ fn create_dir_durably(storage: &Storage, dir: &Path) -> Result<(), WalError> {
 /// Reads records out of segments, keeping the LSN chain.
 struct Scanner {
     backend: Backend,
+    /// Bytes read from the segment being scanned: `window_len` of them, from `window_at`.
     window: Vec<u8>,
+    window_at: u64,
+    window_len: usize,
     /// The LSN the next record must have (`None` before the first record of the log).
     expected: Option<Lsn>,
 }
@@ -315,6 +324,8 @@ impl Scanner {
         let limit = self.limit(segment)?;
         let mut offset = RECORDS_START;
         let mut header_bytes = [0u8; RECORD_HEADER_BYTES];
+        // The window holds no segment's bytes yet: every scan reads its own.
+        self.window_len = 0;
         while offset < limit {
             let room = limit - offset;
             if room < RECORD_HEADER_BYTES as u64 {
@@ -323,7 +334,7 @@ impl Scanner {
                     invalid: Some(Invalid::BadLength.describe().into()),
                 });
             }
-            segment.file.read_at(&mut header_bytes, offset)?;
+            header_bytes.copy_from_slice(self.bytes(segment, offset, RECORD_HEADER_BYTES)?);
             let header = match format::decode_header(&header_bytes, room) {
                 Ok(header) => header,
                 Err(invalid) => {
@@ -338,7 +349,9 @@ impl Scanner {
             } else if header.lsn == Lsn::ZERO {
                 return Ok(SegmentEnd { offset, invalid: Some("LSN 0".into()) });
             }
-            let payload = self.read_payload(segment, offset, &header)?;
+            // `decode_header` checked that the record fits in the segment.
+            let payload_at = offset + RECORD_HEADER_BYTES as u64;
+            let payload = self.bytes(segment, payload_at, header.len as usize)?;
             if let Err(invalid) = format::check_payload(&header_bytes, &header, payload) {
                 return Ok(SegmentEnd { offset, invalid: Some(invalid.describe().into()) });
             }
@@ -348,6 +361,27 @@ impl Scanner {
             offset += format::record_bytes(header.len as usize);
         }
         Ok(SegmentEnd { offset, invalid: None })
+    }
+
+    /// Bytes `offset..offset + n` of `segment` (inside it), out of the window, which is read
+    /// again, `SCAN_WINDOW_BYTES` at a time (or `n`, if more), where it does not hold them:
+    /// a scan makes one read a window rather than two a record.
+    fn bytes(&mut self, segment: &Segment, offset: u64, n: usize) -> Result<&[u8], WalError> {
+        let end = offset + n as u64;
+        assert!(end <= segment.capacity, "a read past the segment's end");
+        let held = offset >= self.window_at && end <= self.window_at + self.window_len as u64;
+        if !held {
+            let len = n.max(SCAN_WINDOW_BYTES).min((segment.capacity - offset) as usize);
+            if self.window.len() < len {
+                self.window.resize(len, 0);
+            }
+            self.window_len = 0;
+            segment.file.read_at(&mut self.window[..len], offset)?;
+            (self.window_at, self.window_len) = (offset, len);
+        }
+        let from = (offset - self.window_at) as usize;
+        debug_assert!(from + n <= self.window_len);
+        Ok(&self.window[from..from + n])
     }
 
     fn read_payload(
@@ -361,6 +395,8 @@ impl Scanner {
         if self.window.len() < len {
             self.window.resize(len.max(SCAN_WINDOW_BYTES.min(len.next_power_of_two())), 0);
         }
+        // The window is overwritten: it holds no scan's bytes from here on.
+        self.window_len = 0;
         if len > 0 {
             segment.file.read_at(&mut self.window[..len], offset + RECORD_HEADER_BYTES as u64)?;
         }

@@ -80,8 +80,12 @@ fn checkpoints_that_write_early_reuse_ids_too() {
     }
     let stats = db.stats().expect("stats");
     assert!(stats.early_flushes > 12, "checkpoints did not write early: {stats:?}");
+    // Without reuse, 13 rewrites of every page take at least 13 × `pages` ids. With it, the
+    // ids in use at once are the tree's, the retired ones not yet reclaimed, and those the
+    // early groups of the checkpoint under way hold until it finishes: a few trees' worth,
+    // more when the writer runs ahead of the checkpoints (a loaded CI machine reached 4.04×).
     assert!(
-        stats.next_page < 4 * pages,
+        stats.next_page < 6 * pages,
         "next page id {} for a tree of {pages} pages after 12 rewrites written early",
         stats.next_page
     );

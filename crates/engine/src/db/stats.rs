@@ -91,9 +91,13 @@ pub struct Stats {
 
 impl Inner {
     pub(super) fn stats(&self) -> Result<Stats> {
+        let pool = self.pages.pool();
+        // The budget before the memtables' sizes: a checkpoint that publishes in between
+        // frees its frozen memtable and then grows the budget, and read the other way round
+        // the two would count the frozen memtable's room twice.
+        let cache_budget = pool.budget();
         let version = self.current.load_full();
         let summary = *lock(&self.summary);
-        let pool = self.pages.pool();
         let frames = pool.stats();
         let counters = &self.counters;
         let count = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -116,7 +120,7 @@ impl Inner {
                 tier_rejected: self.pages.tier_rejected(),
             },
             cache_bytes: pool.used_bytes(),
-            cache_budget: pool.budget(),
+            cache_budget,
             gets: counters.gets.get(),
             writes: count(&counters.writes),
             write_ops: count(&counters.write_ops),

@@ -74,42 +74,37 @@ enum Forward {
     Leaf { next_slot: usize, leaf_count: usize },
 }
 
+/// The child of internal page `page` that holds `key`, and its index; the child's word and
+/// header start on their way (`BufferPool::prefetch`) while the caller finishes this level.
+#[inline]
+fn child_for<S: PageSource>(
+    pool: &BufferPool<S>,
+    page: &Slotted<'_, FrameRead<'_>>,
+    key: &[u8],
+) -> Option<(usize, u64)> {
+    let index = page.child_index(key)?;
+    let child = page.child(index)?;
+    pool.prefetch(child);
+    Some((index, child))
+}
+
 /// Goes from `root` to the leaf that holds `key` and returns what `at_leaf` read there.
-/// On each internal page, `at_internal` sees the index of the child taken and may copy
-/// something into `scratch` (cleared before each try, since a try that does not validate
-/// is run again); `scratch` is handed to `kept` after each validated level that filled it.
 fn descend<S: PageSource, T>(
     pool: &BufferPool<S>,
     root: u64,
     key: &[u8],
-    mut at_internal: impl FnMut(&Slotted<'_, FrameRead<'_>>, usize, &mut Vec<u8>) -> Option<()>,
-    mut kept: impl FnMut(&mut Vec<u8>),
     mut at_leaf: impl FnMut(&Slotted<'_, FrameRead<'_>>) -> Option<T>,
 ) -> Result<T, ReadError<S::Error>> {
     let mut pid = root;
-    let mut scratch = Vec::new();
     for _ in 0..MAX_DEPTH {
         let step = pool
             .read(pid, |page| match page.kind()? {
-                Kind::Internal => {
-                    scratch.clear();
-                    let index = page.child_index(key)?;
-                    let child = page.child(index)?;
-                    // The child's word and header start on their way while this level ends.
-                    pool.prefetch(child);
-                    at_internal(page, index, &mut scratch)?;
-                    Some(Step::Down(child))
-                }
+                Kind::Internal => Some(Step::Down(child_for(pool, page, key)?.1)),
                 Kind::Leaf => Some(Step::Leaf(at_leaf(page)?)),
             })
             .map_err(ReadError::Page)?;
         match step {
-            Step::Down(child) => {
-                if !scratch.is_empty() {
-                    kept(&mut scratch);
-                }
-                pid = child;
-            }
+            Step::Down(child) => pid = child,
             Step::Leaf(found) => return Ok(found),
         }
     }
@@ -123,26 +118,19 @@ pub fn get<S: PageSource>(
     key: &[u8],
     value: &mut Vec<u8>,
 ) -> Result<Found, ReadError<S::Error>> {
-    descend(
-        pool,
-        root,
-        key,
-        |_, _, _| Some(()),
-        |_| {},
-        |leaf| {
-            value.clear();
-            match leaf.search(key)? {
-                Err(_) => Some(Found::Absent),
-                Ok(at) => match leaf.value(at)? {
-                    ValueAt::Inline { offset, len } => {
-                        leaf.inline_into(offset, len, value)?;
-                        Some(Found::Inline)
-                    }
-                    ValueAt::Overflow(overflow) => Some(Found::Overflow(overflow)),
-                },
-            }
-        },
-    )
+    descend(pool, root, key, |leaf| {
+        value.clear();
+        match leaf.search(key)? {
+            Err(_) => Some(Found::Absent),
+            Ok(at) => match leaf.value(at)? {
+                ValueAt::Inline { offset, len } => {
+                    leaf.inline_into(offset, len, value)?;
+                    Some(Found::Inline)
+                }
+                ValueAt::Overflow(overflow) => Some(Found::Overflow(overflow)),
+            },
+        }
+    })
 }
 
 /// A chunk's value: bytes in the chunk's buffer, or overflow blocks.
@@ -304,11 +292,8 @@ pub fn chunk_forward<S: PageSource>(
             .read(pid, |page| match page.kind()? {
                 Kind::Internal => {
                     separator.clear();
-                    let index = page.child_index(from)?;
+                    let (index, child) = child_for(pool, page, from)?;
                     let count = page.count()?;
-                    let child = page.child(index)?;
-                    // The child's word and header start on their way while this level ends.
-                    pool.prefetch(child);
                     if index < count {
                         page.key_into(index, &mut separator)?;
                     }

@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 
 use tierkv_io::Storage;
 
-use crate::format::{
-    self, Backend, Invalid, RecordHeader, RECORDS_START, RECORD_ALIGN, RECORD_HEADER_BYTES,
-};
+use crate::format::{self, Backend, Invalid, RECORDS_START, RECORD_ALIGN, RECORD_HEADER_BYTES};
 use crate::segment::Segment;
 use crate::{Lsn, RecordType, WalError, WalOptions};
 
@@ -164,6 +162,7 @@ pub(crate) fn recover(
     let mut scanner = Scanner {
         backend: options.backend,
         window: Vec::new(),
+        window_segment: 0,
         window_at: 0,
         window_len: 0,
         expected: None,
@@ -282,8 +281,9 @@ fn create_dir_durably(storage: &Storage, dir: &Path) -> Result<(), WalError> {
 /// Reads records out of segments, keeping the LSN chain.
 struct Scanner {
     backend: Backend,
-    /// Bytes read from the segment being scanned: `window_len` of them, from `window_at`.
+    /// Bytes read from segment `window_segment`: `window_len` of them, from `window_at`.
     window: Vec<u8>,
+    window_segment: u64,
     window_at: u64,
     window_len: usize,
     /// The LSN the next record must have (`None` before the first record of the log).
@@ -324,8 +324,6 @@ impl Scanner {
         let limit = self.limit(segment)?;
         let mut offset = RECORDS_START;
         let mut header_bytes = [0u8; RECORD_HEADER_BYTES];
-        // The window holds no segment's bytes yet: every scan reads its own.
-        self.window_len = 0;
         while offset < limit {
             let room = limit - offset;
             if room < RECORD_HEADER_BYTES as u64 {
@@ -369,7 +367,9 @@ impl Scanner {
     fn bytes(&mut self, segment: &Segment, offset: u64, n: usize) -> Result<&[u8], WalError> {
         let end = offset + n as u64;
         assert!(end <= segment.capacity, "a read past the segment's end");
-        let held = offset >= self.window_at && end <= self.window_at + self.window_len as u64;
+        let held = self.window_segment == segment.number
+            && offset >= self.window_at
+            && end <= self.window_at + self.window_len as u64;
         if !held {
             let len = n.max(SCAN_WINDOW_BYTES).min((segment.capacity - offset) as usize);
             if self.window.len() < len {
@@ -377,30 +377,11 @@ impl Scanner {
             }
             self.window_len = 0;
             segment.file.read_at(&mut self.window[..len], offset)?;
-            (self.window_at, self.window_len) = (offset, len);
+            (self.window_segment, self.window_at, self.window_len) = (segment.number, offset, len);
         }
         let from = (offset - self.window_at) as usize;
         debug_assert!(from + n <= self.window_len);
         Ok(&self.window[from..from + n])
-    }
-
-    fn read_payload(
-        &mut self,
-        segment: &Segment,
-        offset: u64,
-        header: &RecordHeader,
-    ) -> Result<&[u8], WalError> {
-        // `decode_header` checked that the record fits in the segment, so `len` is bounded.
-        let len = header.len as usize;
-        if self.window.len() < len {
-            self.window.resize(len.max(SCAN_WINDOW_BYTES.min(len.next_power_of_two())), 0);
-        }
-        // The window is overwritten: it holds no scan's bytes from here on.
-        self.window_len = 0;
-        if len > 0 {
-            segment.file.read_at(&mut self.window[..len], offset + RECORD_HEADER_BYTES as u64)?;
-        }
-        Ok(&self.window[..len])
     }
 
     /// True if `next`'s first record is valid and carries the expected LSN.
@@ -411,14 +392,15 @@ impl Scanner {
             return Ok(false);
         }
         let mut header_bytes = [0u8; RECORD_HEADER_BYTES];
-        next.file.read_at(&mut header_bytes, RECORDS_START)?;
+        header_bytes.copy_from_slice(self.bytes(next, RECORDS_START, RECORD_HEADER_BYTES)?);
         let Ok(header) = format::decode_header(&header_bytes, limit - RECORDS_START) else {
             return Ok(false);
         };
         if header.lsn != expected {
             return Ok(false);
         }
-        let payload = self.read_payload(next, RECORDS_START, &header)?;
+        let payload_at = RECORDS_START + RECORD_HEADER_BYTES as u64;
+        let payload = self.bytes(next, payload_at, header.len as usize)?;
         Ok(format::check_payload(&header_bytes, &header, payload).is_ok())
     }
 }

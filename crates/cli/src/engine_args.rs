@@ -29,6 +29,10 @@ pub struct EngineArgs {
     /// file).
     #[arg(long)]
     pub log_backend: Option<Backend>,
+    /// The largest page of a new store (a power of two from 1k to 64k; default 8k). A
+    /// store keeps the size it was made with: a different one given later is refused.
+    #[arg(long, value_name = SIZE, value_parser = parse_size)]
+    pub page_size: Option<ByteSize>,
     /// Page compression on disk: none, lz4 or zstd.
     #[arg(long, default_value = "none")]
     pub compression: Codec,
@@ -79,6 +83,10 @@ impl EngineArgs {
             log_dir: self.log_dir.clone(),
             log_backend: self.log_backend,
             compression: self.compression,
+            max_page_bytes: self
+                .page_size
+                .map(|size| usize::try_from(size.bytes()).unwrap_or(usize::MAX))
+                .or(options.max_page_bytes),
             tier: self.tier(),
             ..options
         }

@@ -488,6 +488,9 @@ fn ycsb_engine(
                 options.backend(),
                 options.compression
             );
+            if let Some(page) = options.max_page_bytes {
+                settings += &format!(", pages of {} KiB", page >> 10);
+            }
             if let Some(tier) = tier {
                 let bypass = if tier.overhead_bypass {
                     format!("overhead bypass at {:.0}%", tier.max_overhead * 100.0)

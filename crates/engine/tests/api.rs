@@ -208,6 +208,34 @@ fn seek_moves_next_within_the_bounds() {
     }
 }
 
+/// A seek back over entries already returned returns them again, values included, from
+/// either end and from the tree alone (each value is handed out of the leaf's chunk once,
+/// so the chunk must be read again).
+#[test]
+fn a_seek_back_returns_the_same_values_again() {
+    let storage = Storage::Sim(SimFs::new());
+    let db = open(&storage);
+    let value = |i: u32| format!("value {i} ").repeat(1 + i as usize % 7).into_bytes();
+    for i in 0..600 {
+        db.put(key(i), value(i)).expect("put");
+    }
+    db.checkpoint().expect("checkpoint");
+    for reversed in [false, true] {
+        let mut iter = if reversed { db.range_back(..) } else { db.range(..) };
+        let first: Vec<Entry> = entries(iter.by_ref().take(25));
+        assert_eq!(first.len(), 25);
+        for (k, v) in &first {
+            let i: u32 = std::str::from_utf8(&k[3..]).expect("digits").parse().expect("a number");
+            assert_eq!(*v, value(i), "{reversed}");
+        }
+        for again in [0, 10, 24] {
+            iter.seek(&first[again].0);
+            let rest: Vec<Entry> = entries(iter.by_ref().take(25 - again));
+            assert_eq!(rest, first[again..], "reversed {reversed}, seek to entry {again}");
+        }
+    }
+}
+
 #[test]
 fn values_are_read_into_a_buffer_borrowed_or_not_at_all() {
     let storage = Storage::Sim(SimFs::new());

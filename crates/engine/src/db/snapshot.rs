@@ -346,8 +346,8 @@ impl Iter {
             back: VecDeque::new(),
             front_chunk: ITER_CHUNK_FIRST,
             back_chunk: ITER_CHUNK_FIRST,
-            front_leaf: Leaf::default(),
-            back_leaf: Leaf::default(),
+            front_leaf: Leaf::new(),
+            back_leaf: Leaf::new(),
             failed: false,
         }
     }
@@ -626,11 +626,17 @@ impl Iter {
             }
             match best.expect("the lead key came from some source") {
                 Candidate::Tree(at) => {
-                    let value = match &leaf.chunk.entries[at].1 {
-                        ChunkValue::Inline(bytes) => {
-                            Value::inline(leaf.chunk.bytes[bytes.clone()].to_vec())
-                        }
-                        ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
+                    let value = match leaf.chunk.take_value(at) {
+                        Some(bytes) => Value::inline(bytes),
+                        None => match &leaf.chunk.entries[at].1 {
+                            ChunkValue::Inline(bytes) => {
+                                Value::inline(leaf.chunk.bytes[bytes.clone()].to_vec())
+                            }
+                            ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
+                            ChunkValue::Owned(_) | ChunkValue::Taken => {
+                                unreachable!("an entry is handed out once, its range re-read")
+                            }
+                        },
                     };
                     buffer.push_back((key, value));
                 }
@@ -663,7 +669,7 @@ type MemChunk = std::iter::Peekable<std::vec::IntoIter<(Vec<u8>, MemFound)>>;
 /// out under one validation (`tree::read::Chunk`; as many as the refill's chunk, so a seek
 /// that reads one entry copies a few), kept while what is left still starts in it, so a
 /// long scan goes down the tree about once per leaf.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Leaf {
     chunk: Chunk,
     /// The key the chunk was read by: forward, it holds the tree's keys from there up to
@@ -679,6 +685,12 @@ enum ReadBy {
 }
 
 impl Leaf {
+    /// A leaf that has read nothing yet; its chunks copy each value into an allocation of
+    /// its own, which the refill hands out as it is.
+    fn new() -> Leaf {
+        Leaf { chunk: Chunk::owning_values(), read_by: None }
+    }
+
     /// The chunk's entries at or above `low` and below `high`, reading (up to `limit` of)
     /// the leaf that holds `low` when the chunk does not cover it (and the leaves after, past
     /// empty ones); and whether the tree has keys below `high` beyond them.
@@ -707,6 +719,12 @@ impl Leaf {
             let chunk = &self.chunk;
             let start = chunk.below(low);
             let end = high.map_or(chunk.entries.len(), |high| chunk.below(high));
+            if covered && chunk.any_taken(start..end) {
+                // A seek back over entries handed out already: their values are gone from
+                // the chunk, so the leaf is read again.
+                self.read_by = None;
+                continue;
+            }
             let more =
                 chunk.bound.as_deref().is_some_and(|next| high.is_none_or(|high| next < high));
             if start < end || !more {
@@ -755,6 +773,11 @@ impl Leaf {
             let chunk = &self.chunk;
             let start = chunk.below(low);
             let end = before.as_deref().map_or(chunk.entries.len(), |before| chunk.below(before));
+            if covered && chunk.any_taken(start.min(end)..end) {
+                // As in `forward`: entries handed out already are read again.
+                self.read_by = None;
+                continue;
+            }
             let more = chunk.bound.as_deref().is_some_and(|leaf_start| leaf_start > low);
             if start < end || !more {
                 return Ok((start.min(end)..end, more));

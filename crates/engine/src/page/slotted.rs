@@ -87,6 +87,12 @@ pub trait PageBytes {
     fn compare_at(&self, at: usize, len: usize, key: &[u8]) -> Option<Ordering>;
     /// Copies `out.len()` bytes from `at`.
     fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()>;
+    /// Appends the `len` bytes at `at` to `out`.
+    fn append_out(&self, at: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        self.copy_out(at, &mut out[start..])
+    }
     /// Hints that bytes `from..to` are about to be read (nothing for a slice in memory).
     fn prefetch(&self, _from: usize, _to: usize) {}
 }
@@ -109,6 +115,10 @@ impl PageBytes for [u8] {
     }
     fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()> {
         out.copy_from_slice(self.get(at..at.checked_add(out.len())?)?);
+        Some(())
+    }
+    fn append_out(&self, at: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {
+        out.extend_from_slice(self.get(at..at.checked_add(len)?)?);
         Some(())
     }
 }
@@ -137,6 +147,10 @@ impl PageBytes for FrameRead<'_> {
     #[inline]
     fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()> {
         self.copy_to(at, out)
+    }
+    #[inline]
+    fn append_out(&self, at: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {
+        self.append_to(at, len, out)
     }
     #[inline]
     fn prefetch(&self, from: usize, to: usize) {
@@ -302,10 +316,9 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
     pub fn key_into(&self, index: usize, out: &mut Vec<u8>) -> Option<()> {
         let prefix_len = self.prefix_len()?;
         let (_, offset, len) = self.slot(index)?;
-        let start = out.len();
-        out.resize(start + prefix_len + len, 0);
-        self.bytes.copy_out(HEADER_BYTES, &mut out[start..start + prefix_len])?;
-        self.bytes.copy_out(offset, &mut out[start + prefix_len..])
+        out.reserve(prefix_len + len);
+        self.bytes.append_out(HEADER_BYTES, prefix_len, out)?;
+        self.bytes.append_out(offset, len, out)
     }
 
     /// A leaf entry's value.
@@ -328,9 +341,7 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
 
     /// Copies an inline value out (appending to `out`).
     pub fn inline_into(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {
-        let start = out.len();
-        out.resize(start + len, 0);
-        self.bytes.copy_out(offset, &mut out[start..])
+        self.bytes.append_out(offset, len, out)
     }
 
     /// An internal page's child `index` (0: the first child; `i`: slot `i - 1`'s).

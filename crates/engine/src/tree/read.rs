@@ -133,11 +133,16 @@ pub fn get<S: PageSource>(
     })
 }
 
-/// A chunk's value: bytes in the chunk's buffer, or overflow blocks.
+/// A chunk's value: bytes in the chunk's buffer, bytes of its own (a cursor's chunk), or
+/// overflow blocks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ChunkValue {
     /// At this range of `Chunk::bytes`.
     Inline(Range<usize>),
+    /// Copied into an allocation of its own, handed out as it is (`Chunk::take_value`).
+    Owned(Vec<u8>),
+    /// An owned value already handed out.
+    Taken,
     /// In overflow blocks.
     Overflow(OverflowRef),
 }
@@ -154,6 +159,9 @@ pub struct Chunk {
     pub bound: Option<Vec<u8>>,
     /// Where a forward chunk ended, for the next one to go on from (`None`: go down).
     place: Option<Place>,
+    /// Each inline value is copied into an allocation of its own (`ChunkValue::Owned`), so
+    /// a cursor hands it out with no second copy; else into `bytes`.
+    owned: bool,
 }
 
 /// Where a forward chunk ended in the tree under `root`: the next entry is slot `next_slot`
@@ -183,6 +191,30 @@ struct Parent {
 }
 
 impl Chunk {
+    /// An empty chunk whose inline values will each be copied into an allocation of their
+    /// own (`ChunkValue::Owned`), for a cursor that hands values out.
+    pub fn owning_values() -> Chunk {
+        Chunk { owned: true, ..Chunk::default() }
+    }
+
+    /// Entry `index`'s inline value, moved out and left `Taken`; `None` when it is not an
+    /// owned value (inline in `bytes`, overflow, or taken already).
+    pub fn take_value(&mut self, index: usize) -> Option<Vec<u8>> {
+        let value = &mut self.entries.get_mut(index)?.1;
+        if !matches!(value, ChunkValue::Owned(_)) {
+            return None;
+        }
+        match std::mem::replace(value, ChunkValue::Taken) {
+            ChunkValue::Owned(bytes) => Some(bytes),
+            _ => unreachable!("matched as owned just above"),
+        }
+    }
+
+    /// Whether any of entries `range` had its value taken.
+    pub fn any_taken(&self, range: Range<usize>) -> bool {
+        self.entries[range].iter().any(|(_, value)| *value == ChunkValue::Taken)
+    }
+
     fn clear(&mut self) {
         self.bytes.clear();
         self.entries.clear();
@@ -209,6 +241,11 @@ impl Chunk {
             leaf.key_into(index, &mut self.bytes)?;
             let key = start..self.bytes.len();
             let value = match leaf.value(index)? {
+                ValueAt::Inline { offset, len } if self.owned => {
+                    let mut bytes = Vec::with_capacity(len);
+                    leaf.inline_into(offset, len, &mut bytes)?;
+                    ChunkValue::Owned(bytes)
+                }
                 ValueAt::Inline { offset, len } => {
                     let at = self.bytes.len();
                     leaf.inline_into(offset, len, &mut self.bytes)?;
@@ -251,7 +288,9 @@ pub fn copy_page<S: PageSource>(
         .map(|(key, value)| {
             let value = match value {
                 ChunkValue::Inline(bytes) => Value::Inline(buffer.slice(bytes)),
+                ChunkValue::Owned(bytes) => Value::inline(bytes),
                 ChunkValue::Overflow(overflow) => Value::Overflow(overflow),
+                ChunkValue::Taken => unreachable!("a chunk of its own hands nothing out"),
             };
             (buffer.slice(key), value)
         })

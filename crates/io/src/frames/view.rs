@@ -135,42 +135,77 @@ impl<'a> FrameRead<'a> {
         if !in_range(self.len(), offset, out.len()) {
             return None;
         }
+        // SAFETY: `out` is valid for writes of its length, and the range was checked.
+        unsafe { self.copy_raw(offset, out.as_mut_ptr(), out.len()) };
+        Some(())
+    }
+
+    /// Appends the `len` bytes at `offset` to `out`, written straight into its spare
+    /// capacity (no zero fill first, as `resize` and then `copy_to` would cost).
+    #[inline]
+    pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {
+        if !in_range(self.len(), offset, len) {
+            return None;
+        }
+        let start = out.len();
+        out.reserve(len);
+        // SAFETY: the reserve made `len` bytes of spare capacity after `start`, valid for
+        // writes; the range of the frame was checked; `copy_raw` writes all `len` bytes, so
+        // they are initialised when the length takes them in.
+        unsafe {
+            self.copy_raw(offset, out.as_mut_ptr().add(start), len);
+            out.set_len(start + len);
+        }
+        debug_assert_eq!(out.len(), start + len);
+        Some(())
+    }
+
+    /// Copies the `len` bytes at `offset` to `out`, writing every one of them and reading
+    /// none.
+    ///
+    /// # Safety
+    /// `offset..offset + len` lies in the frame, and `out` is valid for writes of `len`
+    /// bytes that nothing else accesses meanwhile.
+    #[inline]
+    unsafe fn copy_raw(&self, offset: usize, out: *mut u8, len: usize) {
+        debug_assert!(in_range(self.len(), offset, len));
+        let put = |at: usize, bytes: &[u8]| {
+            // SAFETY: every call below writes inside `out[..len]` (the caller's promise).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.add(at), bytes.len()) }
+        };
         let mut done = 0;
         // Up to the next word boundary, then whole words, then the tail.
-        let lead = ((WORD - offset % WORD) % WORD).min(out.len());
+        let lead = ((WORD - offset % WORD) % WORD).min(len);
         if lead > 0 {
-            let bytes = self.load_le(offset, lead).to_le_bytes();
-            out[..lead].copy_from_slice(&bytes[..lead]);
+            put(0, &self.load_le(offset, lead).to_le_bytes()[..lead]);
             done = lead;
         }
         let first = (offset + done) / WORD;
-        let whole = (out.len() - done) / WORD;
+        let whole = (len - done) / WORD;
         // One range check for the words, then a plain loop of loads and stores (the
         // compiler keeps relaxed loads apart, so it is unrolled by hand, four words a step).
         let words = &self.words[first..first + whole];
-        let (body, tail) = out[done..].split_at_mut(whole * WORD);
-        let mut quads = body.chunks_exact_mut(4 * WORD);
         let mut source = words.chunks_exact(4);
-        for (chunk, four) in (&mut quads).zip(&mut source) {
+        for four in &mut source {
             let values = [
-                four[0].load(Ordering::Relaxed),
-                four[1].load(Ordering::Relaxed),
-                four[2].load(Ordering::Relaxed),
-                four[3].load(Ordering::Relaxed),
+                four[0].load(Ordering::Relaxed).to_ne_bytes(),
+                four[1].load(Ordering::Relaxed).to_ne_bytes(),
+                four[2].load(Ordering::Relaxed).to_ne_bytes(),
+                four[3].load(Ordering::Relaxed).to_ne_bytes(),
             ];
-            for (bytes, value) in chunk.chunks_exact_mut(WORD).zip(values) {
-                bytes.copy_from_slice(&value.to_ne_bytes());
+            for value in values {
+                put(done, &value);
+                done += WORD;
             }
         }
-        for (bytes, word) in quads.into_remainder().chunks_exact_mut(WORD).zip(source.remainder()) {
-            bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+        for word in source.remainder() {
+            put(done, &word.load(Ordering::Relaxed).to_ne_bytes());
+            done += WORD;
         }
-        if !tail.is_empty() {
+        if done < len {
             let bytes = self.word(first + whole).to_ne_bytes();
-            let n = tail.len();
-            tail.copy_from_slice(&bytes[..n]);
+            put(done, &bytes[..len - done]);
         }
-        Some(())
     }
 
     /// Hints that the bytes `from..to` are about to be read: the cache lines they lie on
@@ -375,14 +410,19 @@ mod tests {
             let slice = image.get(offset..offset.saturating_add(len));
             let mut out = vec![0u8; len];
             prop_assert_eq!(read.copy_to(offset, &mut out).is_some(), slice.is_some());
+            let mut appended = key.clone();
+            prop_assert_eq!(read.append_to(offset, len, &mut appended).is_some(), slice.is_some());
             if let Some(slice) = slice {
                 prop_assert_eq!(&out[..], slice);
+                prop_assert_eq!(&appended[..key.len()], &key[..]);
+                prop_assert_eq!(&appended[key.len()..], slice);
                 prop_assert_eq!(read.compare(offset, len, &key), Some(slice.cmp(&key[..])));
                 let mut head = [0u8; 8];
                 let n = len.min(8);
                 head[..n].copy_from_slice(&slice[..n]);
                 prop_assert_eq!(read.head_be(offset, offset + len), Some(u64::from_be_bytes(head)));
             } else {
+                prop_assert_eq!(&appended[..], &key[..], "a refused append leaves out as it was");
                 prop_assert_eq!(read.compare(offset, len, &key), None);
             }
             let u16_want = image.get(offset..offset + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));

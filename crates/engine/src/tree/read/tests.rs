@@ -86,7 +86,9 @@ fn pool(tree: Tree) -> BufferPool<Tree> {
 fn value_of(chunk: &Chunk, index: usize) -> Value {
     match &chunk.entries[index].1 {
         ChunkValue::Inline(range) => Value::inline(chunk.bytes[range.clone()].to_vec()),
+        ChunkValue::Owned(bytes) => Value::inline(bytes.clone()),
         ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
+        ChunkValue::Taken => panic!("entry {index}'s value was taken"),
     }
 }
 
@@ -127,10 +129,11 @@ fn chunks_walk_the_tree_both_ways_from_any_key() {
         starts.push(keys[rng.usize(0..keys.len())].clone());
         starts.push(format!("user{:05}", rng.u32(0..100_000)).into_bytes());
     }
-    let mut chunk = Chunk::default();
     for (round, start) in starts.iter().enumerate() {
-        // Whole leaves, and chunks cut short.
+        // Whole leaves, and chunks cut short; values in the chunk's buffer, and (a cursor's
+        // chunk) each in its own allocation.
         let limit = [usize::MAX, 1, 3][round % 3];
+        let mut chunk = if round % 2 == 0 { Chunk::default() } else { Chunk::owning_values() };
         // Forward from `start`: every key at or above it, in order, each value right.
         let mut seen = Vec::new();
         let mut from = start.clone();
@@ -210,4 +213,35 @@ fn forward_chunks_go_on_from_where_the_last_ended_without_going_down_again() {
 
 fn before_of(start: &[u8]) -> Option<Vec<u8>> {
     (!start.is_empty()).then(|| start.to_vec())
+}
+
+/// A cursor's chunk holds each inline value in an allocation of its own and hands it out
+/// once: taken, the entry says so (a re-read is the caller's cue), and a chunk in one buffer
+/// hands nothing out.
+#[test]
+fn owned_values_are_handed_out_once_and_say_so() {
+    let expected = entries(200, 3);
+    let (tree, root) = build(&expected, 8, 4);
+    let pool = pool(tree);
+    let mut chunk = Chunk::owning_values();
+    chunk_forward(&pool, root, b"", usize::MAX, &mut chunk).expect("a chunk");
+    let n = chunk.entries.len();
+    assert!(n >= 2, "a leaf of {n} entries");
+    assert!(!chunk.any_taken(0..n));
+    let at = (0..n)
+        .find(|&i| matches!(chunk.entries[i].1, ChunkValue::Owned(_)))
+        .expect("an inline value in the first leaf");
+    let key = chunk.key(at).to_vec();
+    let value = chunk.take_value(at).expect("an owned value");
+    assert_eq!(Some(&Value::inline(value)), expected.get(&key));
+    assert_eq!(chunk.take_value(at), None, "handed out twice");
+    assert!(chunk.any_taken(0..n) && chunk.any_taken(at..at + 1));
+    assert!(!chunk.any_taken(0..at) && !chunk.any_taken(at + 1..n));
+    assert_eq!(chunk.key(at), key.as_slice(), "the key stays");
+
+    let mut shared = Chunk::default();
+    chunk_forward(&pool, root, b"", usize::MAX, &mut shared).expect("a chunk");
+    assert_eq!(shared.entries.len(), n);
+    assert_eq!(shared.take_value(0), None, "a chunk in one buffer hands nothing out");
+    assert!(!shared.any_taken(0..n));
 }

@@ -239,11 +239,9 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
     #[inline]
     fn slot_from(&self, slots: usize, index: usize) -> Option<(u32, usize, usize)> {
         let at = slots.checked_add(index.checked_mul(SLOT_BYTES)?)?;
-        Some((
-            self.bytes.le_u32(at)?,
-            usize::from(self.bytes.le_u16(at + 4)?),
-            usize::from(self.bytes.le_u16(at + 6)?),
-        ))
+        // The whole slot in one read: head (4 bytes), offset and length (2 each).
+        let slot = self.bytes.le_u64(at)?;
+        Some((slot as u32, usize::from((slot >> 32) as u16), usize::from((slot >> 48) as u16)))
     }
 
     /// The index of `key`, or where it would go (`Err`), as a binary search would say.

@@ -125,7 +125,8 @@ enum Bench {
     /// store's atomic groups with the doublewrite baseline.
     Blocks(Box<BlocksArgs>),
     /// The engine: db_bench's workloads (fillseq, fillrandom, readrandom, readseq,
-    /// seekrandom, overwrite, readwhilewriting) on a store in a temporary directory.
+    /// readreverse, seekrandom, overwrite, readwhilewriting) on a store in a temporary
+    /// directory.
     Engine(Box<EngineBenchArgs>),
     /// YCSB's core workloads A–F: a load phase, then each workload's run phase, with latency
     /// percentiles per operation type, on tierkv and (built with `--features peers`)

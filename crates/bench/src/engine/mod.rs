@@ -68,6 +68,8 @@ pub enum Workload {
     ReadRandom,
     /// One pass of an iterator.
     ReadSeq,
+    /// One pass of an iterator from the last key to the first.
+    ReadReverse,
     /// Iterators opened at random keys.
     SeekRandom,
     /// Random lookups while another thread writes.
@@ -76,11 +78,12 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload, in the order `--workloads all` runs them.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::FillSeq,
         Workload::FillRandom,
         Workload::ReadRandom,
         Workload::ReadSeq,
+        Workload::ReadReverse,
         Workload::SeekRandom,
         Workload::Overwrite,
         Workload::ReadWhileWriting,
@@ -98,6 +101,7 @@ impl Workload {
             Workload::Overwrite => "overwrite",
             Workload::ReadRandom => "readrandom",
             Workload::ReadSeq => "readseq",
+            Workload::ReadReverse => "readreverse",
             Workload::SeekRandom => "seekrandom",
             Workload::ReadWhileWriting => "readwhilewriting",
         }
@@ -468,9 +472,11 @@ fn run_traced(
         .workloads
         .iter()
         .map(|w| match w {
-            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::ReadSeq => {
-                config.num
-            }
+            Workload::FillSeq
+            | Workload::FillRandom
+            | Workload::Overwrite
+            | Workload::ReadSeq
+            | Workload::ReadReverse => config.num,
             _ => config.reads,
         })
         .sum::<u64>()
@@ -539,10 +545,16 @@ fn run_traced(
                 found = Some(hits);
                 config.reads
             }
-            Workload::ReadSeq => {
+            Workload::ReadSeq | Workload::ReadReverse => {
                 let mut count = 0u64;
                 let mut t = Instant::now();
-                for entry in store.range(..) {
+                let iter = store.range(..);
+                let entries: Box<dyn Iterator<Item = _>> = if workload == Workload::ReadReverse {
+                    Box::new(iter.rev())
+                } else {
+                    Box::new(iter)
+                };
+                for entry in entries {
                     entry.map_err(engine_error)?;
                     record(&mut histogram, t);
                     t = Instant::now();
@@ -925,6 +937,7 @@ mod tests {
         // fillrandom (with repeats) ran last before the reads: its keys are there, others not.
         let readseq = find(Workload::ReadSeq).found.expect("count");
         assert!(readseq > 1_000 && readseq < 2_000, "{readseq}");
+        assert_eq!(find(Workload::ReadReverse).found, Some(readseq), "both ways, every key");
         let found = find(Workload::ReadRandom).found.expect("found");
         assert!(found > 1_000 && found < 2_000, "{found}");
         assert!(find(Workload::ReadWhileWriting).background_writes.is_some());

@@ -17,8 +17,10 @@
 //! the parent's next child with no descent from the root: pages reachable from the root a
 //! cursor holds never change, so the place stays true for as long as the root does. Only a
 //! parent's last child, or a chunk asked for from elsewhere, goes down again (the tree is
-//! copy on write, so leaves carry no sibling links to follow). Backward chunks always go
-//! down from the root.
+//! copy on write, so leaves carry no sibling links to follow). Backward chunks mirror this
+//! (`BackPlace`): the next one, asked for from where this one started, takes the slots
+//! before it in the same leaf or steps to the parent's previous child, and goes down again
+//! only before a parent's first child.
 //!
 //! Must never: return an entry from a read that did not validate; loop without bound on a
 //! damaged tree (depth is bounded, and so is every step).
@@ -159,6 +161,8 @@ pub struct Chunk {
     pub bound: Option<Vec<u8>>,
     /// Where a forward chunk ended, for the next one to go on from (`None`: go down).
     place: Option<Place>,
+    /// Where a backward chunk started, for the next one to go on from (`None`: go down).
+    back_place: Option<BackPlace>,
     /// Each inline value is copied into an allocation of its own (`ChunkValue::Owned`), so
     /// a cursor hands it out with no second copy; else into `bytes`.
     owned: bool,
@@ -176,6 +180,29 @@ struct Place {
     leaf_bound: Option<Vec<u8>>,
     /// The leaf's parent, if the tree has internal pages.
     parent: Option<Parent>,
+}
+
+/// Where a backward chunk under `root` started: the entries before it are the slots below
+/// `first_slot` of leaf `leaf` (none left: the leaf before it, `parent`'s previous child).
+#[derive(Debug)]
+struct BackPlace {
+    root: u64,
+    leaf: u64,
+    first_slot: usize,
+    /// Where the leaf's keys start (`None`: the tree's start).
+    leaf_start: Option<Vec<u8>>,
+    /// The leaf's parent, if the tree has internal pages.
+    parent: Option<BackParent>,
+}
+
+/// An internal page above leaves, and which of its children a backward chunk read.
+#[derive(Debug)]
+struct BackParent {
+    pid: u64,
+    /// The child read (0 is the first child; `i + 1` is slot `i`'s).
+    index: usize,
+    /// Where the keys of the parent's first child start (`None`: the tree's start).
+    start: Option<Vec<u8>>,
 }
 
 /// An internal page above leaves, and which of its children a chunk read.
@@ -220,6 +247,7 @@ impl Chunk {
         self.entries.clear();
         self.bound = None;
         self.place = None;
+        self.back_place = None;
     }
 
     /// Entry `index`'s key.
@@ -461,13 +489,30 @@ pub fn chunk_backward<S: PageSource>(
     chunk: &mut Chunk,
 ) -> Result<(), ReadError<S::Error>> {
     let limit = limit.max(1);
+    let place = chunk.back_place.take();
+    let goes_on = before.is_some() && chunk.bound.as_deref() == before;
+    if let Some(place) = place.filter(|place| goes_on && place.root == root) {
+        if go_back(pool, place, limit, chunk)? {
+            debug_assert!(chunk
+                .entries
+                .iter()
+                .all(|(key, _)| before.is_none_or(|b| &chunk.bytes[key.clone()] < b)));
+            return Ok(());
+        }
+    }
     let mut key: Option<Vec<u8>> = before.map(<[u8]>::to_vec);
     // A leaf with nothing below the key (the key is its first, or it is empty): the keys
     // below are before the leaf's start, so go again by that. Bounded, as every walk is.
     for _ in 0..MAX_DEPTH {
-        let start = descend_below(pool, root, key.as_deref(), limit, chunk)?;
+        let place = descend_below(pool, root, key.as_deref(), limit, chunk)?;
+        let start = if place.first_slot > 0 {
+            chunk.entries.first().map(|(key, _)| chunk.bytes[key.clone()].to_vec())
+        } else {
+            place.leaf_start.clone()
+        };
         if !chunk.entries.is_empty() || start.is_none() {
             chunk.bound = start;
+            chunk.back_place = Some(place);
             return Ok(());
         }
         key = start;
@@ -475,19 +520,87 @@ pub fn chunk_backward<S: PageSource>(
     Err(ReadError::TooDeep { root })
 }
 
+/// Reads the chunk before `place`: the slots below its first in the same leaf, or the last
+/// of the leaf before (the parent's previous child; past empty ones). False when it cannot
+/// (the parent's first child was read, the tree has no parent, or a leaf is not where one
+/// should be): the caller goes down from the root.
+fn go_back<S: PageSource>(
+    pool: &BufferPool<S>,
+    mut place: BackPlace,
+    limit: usize,
+    chunk: &mut Chunk,
+) -> Result<bool, ReadError<S::Error>> {
+    // Bounded: each pass either returns or steps to a child of a smaller index.
+    loop {
+        if place.first_slot == 0 {
+            let Some(parent) = place.parent.as_mut().filter(|p| p.index > 0) else {
+                return Ok(false);
+            };
+            let index = parent.index - 1;
+            let mut separator = Vec::new();
+            let leaf = pool
+                .read(parent.pid, |page| {
+                    separator.clear();
+                    if index > 0 {
+                        page.key_into(index - 1, &mut separator)?;
+                    }
+                    page.child(index)
+                })
+                .map_err(ReadError::Page)?;
+            parent.index = index;
+            place.leaf = leaf;
+            place.first_slot = usize::MAX;
+            place.leaf_start = if index > 0 { Some(separator) } else { parent.start.clone() };
+        }
+        let end = place.first_slot;
+        let read = pool
+            .read(place.leaf, |page| {
+                if page.kind()? != Kind::Leaf {
+                    return Some(None);
+                }
+                chunk.clear();
+                let end = end.min(page.count()?);
+                let first = end.saturating_sub(limit);
+                chunk.copy(page, first..end)?;
+                Some(Some(first))
+            })
+            .map_err(ReadError::Page)?;
+        let Some(first) = read else {
+            // Not a leaf where a leaf should be: the tree is damaged; a descent says how.
+            return Ok(false);
+        };
+        place.first_slot = first;
+        if chunk.entries.is_empty() && place.leaf_start.is_some() {
+            // An empty leaf: on to the one before it.
+            debug_assert_eq!(first, 0);
+            continue;
+        }
+        chunk.bound = if first > 0 {
+            chunk.entries.first().map(|(key, _)| chunk.bytes[key.clone()].to_vec())
+        } else {
+            place.leaf_start.clone()
+        };
+        chunk.back_place = Some(place);
+        return Ok(true);
+    }
+}
+
 /// One walk of `chunk_backward`: to the leaf holding the keys just below `before` (the last
-/// leaf for `None`), copying them; returns where that leaf starts (`None`: the tree's first).
+/// leaf for `None`), copying them; returns where the chunk started in the tree (the leaf, its
+/// first slot copied, where the leaf starts, and its parent).
 fn descend_below<S: PageSource>(
     pool: &BufferPool<S>,
     root: u64,
     before: Option<&[u8]>,
     limit: usize,
     chunk: &mut Chunk,
-) -> Result<Option<Vec<u8>>, ReadError<S::Error>> {
+) -> Result<BackPlace, ReadError<S::Error>> {
     let mut pid = root;
     let mut start: Option<Vec<u8>> = None;
-    let mut cut: Option<Vec<u8>> = None;
+    let mut parent: Option<BackParent> = None;
     let mut scratch = Vec::new();
+    let mut index = 0;
+    let mut first_slot = 0;
     for _ in 0..MAX_DEPTH {
         let step = pool
             .read(pid, |page| {
@@ -505,18 +618,13 @@ fn descend_below<S: PageSource>(
                         if at > 0 {
                             page.key_into(at - 1, &mut scratch)?;
                         }
+                        index = at;
                         Some(Step::Down(page.child(at)?))
                     }
                     Kind::Leaf => {
                         chunk.clear();
-                        let first = at.saturating_sub(limit);
-                        cut = None;
-                        if first > 0 {
-                            let mut key = Vec::new();
-                            page.key_into(first, &mut key)?;
-                            cut = Some(key);
-                        }
-                        chunk.copy(page, first..at)?;
+                        first_slot = at.saturating_sub(limit);
+                        chunk.copy(page, first_slot..at)?;
                         Some(Step::Leaf(()))
                     }
                 }
@@ -524,12 +632,16 @@ fn descend_below<S: PageSource>(
             .map_err(ReadError::Page)?;
         match step {
             Step::Down(child) => {
+                let above = start.clone();
                 if !scratch.is_empty() {
                     start = Some(std::mem::take(&mut scratch));
                 }
+                parent = Some(BackParent { pid, index, start: above });
                 pid = child;
             }
-            Step::Leaf(()) => return Ok(cut.or(start)),
+            Step::Leaf(()) => {
+                return Ok(BackPlace { root, leaf: pid, first_slot, leaf_start: start, parent });
+            }
         }
     }
     Err(ReadError::TooDeep { root })

@@ -211,6 +211,51 @@ fn forward_chunks_go_on_from_where_the_last_ended_without_going_down_again() {
     assert!(continuing * 2 < descending, "{continuing} page reads against {descending}");
 }
 
+/// The same for backward chunks: each asked for from where the last one started goes on in
+/// the same leaf or the parent's previous child, reading far fewer pages than chunks read
+/// afresh, and returning the same entries, descending.
+#[test]
+fn backward_chunks_go_on_from_where_the_last_started_without_going_down_again() {
+    let expected = entries(3000, 6);
+    let (tree, root) = build(&expected, 8, 16);
+    let pool = BufferPool::new(4096, PAGE, 4096 * (PAGE + 64), tree).expect("pool");
+    let scan = |fresh: bool, limit: usize| {
+        let before_reads = pool.stats().lookups;
+        let (mut chunk, mut before, mut seen) = (Chunk::owning_values(), None, Vec::new());
+        loop {
+            if fresh {
+                chunk = Chunk::owning_values();
+            }
+            chunk_backward(&pool, root, before.as_deref(), limit, &mut chunk).expect("a chunk");
+            for index in (0..chunk.entries.len()).rev() {
+                let key = chunk.key(index).to_vec();
+                assert_eq!(Some(&value_of(&chunk, index)), expected.get(&key));
+                seen.push(key);
+            }
+            match chunk.bound.clone() {
+                Some(bound) => before = Some(bound),
+                None => break,
+            }
+        }
+        (seen, pool.stats().lookups - before_reads)
+    };
+    let want: Vec<Vec<u8>> = expected.keys().rev().cloned().collect();
+    for limit in [3, usize::MAX] {
+        let (afresh, descending) = scan(true, limit);
+        let (going_on, continuing) = scan(false, limit);
+        assert_eq!(afresh, want, "limit {limit}");
+        assert_eq!(going_on, want, "limit {limit}");
+        // Three levels. Whole leaves: afresh, three reads a leaf; going on, the leaf and the
+        // parent (about two). Three entries a chunk: three reads a chunk against one, and
+        // the parent once a leaf.
+        let (times, within) = if limit == 3 { (2, 1) } else { (3, 2) };
+        assert!(
+            continuing * times < descending * within,
+            "limit {limit}: {continuing} page reads against {descending}"
+        );
+    }
+}
+
 fn before_of(start: &[u8]) -> Option<Vec<u8>> {
     (!start.is_empty()).then(|| start.to_vec())
 }

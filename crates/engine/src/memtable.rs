@@ -99,6 +99,9 @@ pub struct Found {
     pub value: Option<Bytes>,
 }
 
+/// A key a scan found, with its version.
+pub type Scanned = (Vec<u8>, Found);
+
 /// One cache line of the key filter: a lookup reads one, whatever the filter's size.
 #[derive(Default)]
 #[repr(align(64))]
@@ -248,17 +251,24 @@ impl Memtable {
     }
 
     /// Up to `limit` keys from `start` on (inclusive) and below `end` (exclusive; `None`
-    /// for no end), ascending, each with its newest version at or below `sequence`.
-    pub fn scan(
+    /// for no end), ascending, each with its newest version at or below `sequence`; and,
+    /// when it returned fewer than `limit` keys, the first key at or after `end` (and
+    /// `start`) that the memtable holds any version of (`None`: none, or no `end`): no key
+    /// from there up to it has a version at all, now or for any reader at or below
+    /// `sequence` later (versions added later have higher sequence numbers).
+    pub fn scan_ahead(
         &self,
         start: &[u8],
         end: Option<&[u8]>,
         sequence: u64,
         limit: usize,
-    ) -> Vec<(Vec<u8>, Found)> {
-        let mut out: Vec<(Vec<u8>, Found)> = Vec::new();
-        for entry in self.versions_in(start, end) {
+    ) -> (Vec<Scanned>, Option<Vec<u8>>) {
+        let mut out: Vec<Scanned> = Vec::new();
+        for entry in self.versions_in(start, None) {
             let version = entry.key();
+            if end.is_some_and(|end| version.key.as_slice() >= end) {
+                return (out, Some(version.key.clone()));
+            }
             if version.sequence > sequence || out.last().is_some_and(|(k, _)| *k == version.key) {
                 continue;
             }
@@ -268,7 +278,7 @@ impl Memtable {
             let found = Found { sequence: version.sequence, value: entry.value().clone() };
             out.push((version.key.clone(), found));
         }
-        out
+        (out, None)
     }
 
     /// Up to `limit` keys below `end` (exclusive; `None` for the last key on) and from

@@ -236,6 +236,49 @@ fn a_seek_back_returns_the_same_values_again() {
     }
 }
 
+/// A long scan over the tree with a few keys in the memtable sees exactly its snapshot:
+/// the memtable's few keys merged in (a scan that skips stretches of the memtable it knows
+/// hold nothing), and nothing written after the iterator was made, even in stretches it
+/// skips.
+#[test]
+fn a_long_scan_merges_a_sparse_memtable_and_sees_no_later_write() {
+    let storage = Storage::Sim(SimFs::new());
+    let db = open(&storage);
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..3_000 {
+        db.put(key(i), b"tree").expect("put");
+        model.insert(key(i), b"tree".to_vec());
+    }
+    db.checkpoint().expect("checkpoint");
+    for i in [5, 900, 1_500, 2_999, 3_100] {
+        db.put(key(i), b"memtable").expect("put");
+        model.insert(key(i), b"memtable".to_vec());
+    }
+    db.delete(key(1_200)).expect("delete");
+    model.remove(&key(1_200));
+    for reversed in [false, true] {
+        let mut iter = if reversed { db.range_back(..) } else { db.range(..) };
+        let mut seen: Vec<Entry> = entries(iter.by_ref().take(700));
+        // Written after the iterator was made: none of it is seen, from either end.
+        for i in [1_000, 1_300, 1_600, 2_500, 3_200] {
+            db.put(key(i), b"later").expect("put");
+        }
+        db.delete(key(1_400)).expect("delete");
+        seen.extend(entries(iter));
+        let mut want: Vec<Entry> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if reversed {
+            want.reverse();
+        }
+        assert_eq!(seen.len(), want.len(), "reversed {reversed}");
+        assert!(seen == want, "reversed {reversed}: the scan differs from its snapshot");
+        // Undo the later writes for the next pass.
+        for i in [1_000, 1_300, 1_400, 1_600, 2_500] {
+            db.put(key(i), b"tree").expect("put");
+        }
+        db.delete(key(3_200)).expect("delete");
+    }
+}
+
 #[test]
 fn values_are_read_into_a_buffer_borrowed_or_not_at_all() {
     let storage = Storage::Sim(SimFs::new());

@@ -308,11 +308,37 @@ pub struct Iter {
     /// Entries each end takes from each memtable at its next refill.
     front_chunk: usize,
     back_chunk: usize,
+    /// For the front end, what each memtable (the mutable one, then the frozen one) is
+    /// known not to hold: a refill whose memtable range lies inside skips that memtable.
+    front_gaps: [Option<Gap>; 2],
     /// The leaf each end reads the tree from.
     front_leaf: Leaf,
     back_leaf: Leaf,
     /// An error ended the iteration.
     failed: bool,
+}
+
+/// Keys from `from` (inclusive) up to `to` (exclusive; `None`: no end) of which a memtable
+/// holds no version this iterator's snapshot sees, now or later (what the snapshot sees of a
+/// memtable never changes). Found by a scan that came back short, so a long scan over a
+/// memtable with few keys in its range searches the memtable's skip list about once, not
+/// once a refill.
+#[derive(Debug)]
+struct Gap {
+    from: Vec<u8>,
+    to: Option<Vec<u8>>,
+}
+
+impl Gap {
+    /// Whether the keys from `low` up to `high` (`None`: no end) lie inside.
+    fn covers(&self, low: &[u8], high: Option<&[u8]>) -> bool {
+        self.from.as_slice() <= low
+            && match (self.to.as_deref(), high) {
+                (None, _) => true,
+                (Some(to), Some(high)) => high <= to,
+                (Some(_), None) => false,
+            }
+    }
 }
 
 /// An end of an `Iter`: the front takes keys ascending, the back descending.
@@ -346,6 +372,7 @@ impl Iter {
             back: VecDeque::new(),
             front_chunk: ITER_CHUNK_FIRST,
             back_chunk: ITER_CHUNK_FIRST,
+            front_gaps: [None, None],
             front_leaf: Leaf::new(),
             back_leaf: Leaf::new(),
             failed: false,
@@ -576,11 +603,22 @@ impl Iter {
             (None, high) => high,
         };
         let mut memtables: Vec<MemChunk> = Vec::with_capacity(2);
-        for memtable in std::iter::once(&version.mutable).chain(version.frozen.as_ref()) {
+        let sources = std::iter::once(&version.mutable).chain(version.frozen.as_ref());
+        for (memtable, gap) in sources.zip(self.front_gaps.iter_mut()) {
             let entries = if backward {
                 memtable.scan_back(mem_low, mem_high, snapshot.sequence, chunk)
+            } else if gap.as_ref().is_some_and(|gap| gap.covers(mem_low, mem_high)) {
+                Vec::new()
             } else {
-                memtable.scan(mem_low, mem_high, snapshot.sequence, chunk)
+                let (entries, next) =
+                    memtable.scan_ahead(mem_low, mem_high, snapshot.sequence, chunk);
+                // Short: nothing else it holds lies before `next` (`None`: no end, or the
+                // scan had none), past the last entry it returned.
+                *gap = (entries.len() < chunk).then(|| Gap {
+                    from: entries.last().map_or_else(|| mem_low.to_vec(), |(k, _)| successor(k)),
+                    to: if mem_high.is_some() { next } else { None },
+                });
+                entries
             };
             bound(entries.last().map(|(k, _)| k.as_slice()), entries.len() == chunk);
             memtables.push(entries.into_iter().peekable());

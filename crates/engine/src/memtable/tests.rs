@@ -74,7 +74,17 @@ proptest! {
                 .take(limit)
                 .map(|(k, f)| (k.clone(), f.clone()))
                 .collect();
-            prop_assert_eq!(memtable.scan(start, end.as_deref(), sequence, limit), forward);
+            let (got, next) = memtable.scan_ahead(start, end.as_deref(), sequence, limit);
+            if got.len() < limit {
+                // Short: the first key at or after the end (and the start) with any version,
+                // at any sequence.
+                let want = end.as_ref().and_then(|end| {
+                    let from = end.max(start);
+                    versions.iter().map(|(k, _, _)| k).filter(|k| *k >= from).min().cloned()
+                });
+                prop_assert_eq!(next, want);
+            }
+            prop_assert_eq!(got, forward);
             let backward: Vec<(Vec<u8>, Found)> = model
                 .iter()
                 .rev()

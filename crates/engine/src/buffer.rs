@@ -26,6 +26,15 @@
 //! counted, for the next page given its id (`Stats::kept`); those frames are given back
 //! first when room is needed.
 //!
+//! **Huge pages.** While a store fits in half the budget, its pages (ids are given out lowest
+//! first) sit on 2 MiB huge pages (`Frames::advise_huge`): one TLB entry covers 2 MiB of
+//! frames, where a read of a page otherwise misses the TLB on its frame. A huge page counts
+//! whole from the first frame filled on it (`Stats::huge_pages`), and its frames never give
+//! memory back: they do not leave for room and a discard keeps their memory without counting
+//! it again. The range grows over whole huge pages up to each page loaded or installed, and
+//! closes for good once a page lies past it or room had to be made by evicting, so nothing
+//! in a part it grows over was ever touched.
+//!
 //! Must never: let a reader see a frame whose page failed its check; evict a page without
 //! its exclusive latch; change a resident page's bytes except through `install` (a page id
 //! is given a new image only while no tree version a reader holds can reach it).
@@ -34,7 +43,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use tierkv_io::frames::{FrameError, FrameRead, FrameState, Frames};
+use tierkv_io::frames::{FrameError, FrameRead, FrameState, Frames, HUGE_BYTES};
 
 use crate::page::slotted::{self, Slotted};
 use crate::page::PageError;
@@ -107,6 +116,8 @@ pub struct Stats {
     pub resident: u64,
     /// Frames of discarded pages that keep their memory for the page id's next page.
     pub kept: u64,
+    /// Huge pages (2 MiB) the frames of the lowest page ids fill.
+    pub huge_pages: u64,
 }
 
 /// The clock's ring and what it knows of each resident page.
@@ -121,6 +132,16 @@ struct Clock {
     kept: BTreeSet<u64>,
     /// The highest page id loaded or installed: the frames' words are touched up to it.
     highest: u64,
+    /// Page ids below this have huge pages (`Frames::advise_huge`): their frames never give
+    /// memory back, and their memory counts by huge page (`huge_touched`), not by frame.
+    huge_pids: u64,
+    /// Resident pages (on the ring) with ids below `huge_pids`.
+    huge_resident: usize,
+    /// Huge pages under `0..huge_pids` that a frame was filled on (each counted whole).
+    huge_touched: BTreeSet<u64>,
+    /// The huge range grows no more: a frame past it was filled, or room was made by
+    /// evicting.
+    huge_closed: bool,
     misses: u64,
     evictions: u64,
     installs: u64,
@@ -128,25 +149,32 @@ struct Clock {
 }
 
 impl Clock {
-    fn add(&mut self, pid: u64) {
+    fn add(&mut self, pid: u64, per_huge: u64) {
         self.highest = self.highest.max(pid);
         // A kept frame filled again is counted on the ring from here on.
         self.kept.remove(&pid);
+        if pid < self.huge_pids {
+            self.huge_touched.insert(pid / per_huge);
+        } else {
+            self.huge_closed = true;
+        }
         if self.places.contains_key(&pid) {
             return;
         }
+        self.huge_resident += usize::from(pid < self.huge_pids);
         self.places.insert(pid, self.ring.len());
         self.ring.push(pid);
         debug_assert_eq!(self.places.len(), self.ring.len());
     }
 
-    /// Frames that hold memory: the resident pages' and the kept ones.
+    /// Frames off huge pages that hold memory: the resident pages' and the kept ones.
     fn frames(&self) -> usize {
-        self.ring.len() + self.kept.len()
+        self.ring.len() - self.huge_resident + self.kept.len()
     }
 
     fn remove(&mut self, pid: u64) -> bool {
         let Some(at) = self.places.remove(&pid) else { return false };
+        self.huge_resident -= usize::from(pid < self.huge_pids);
         let last = self.ring.pop().expect("a page in the map is on the ring");
         if last != pid {
             self.ring[at] = last;
@@ -166,6 +194,8 @@ pub struct BufferPool<S: PageSource> {
     page_bytes: usize,
     /// Bytes one resident page costs: its frame's stride (at least the kernel's page).
     stride: usize,
+    /// Frames on one huge page.
+    per_huge: u64,
     budget: AtomicUsize,
     reserved: AtomicUsize,
     clock: Mutex<Clock>,
@@ -199,6 +229,7 @@ impl<S: PageSource> BufferPool<S> {
             frames,
             page_bytes,
             stride,
+            per_huge: (HUGE_BYTES / stride) as u64,
             budget: AtomicUsize::new(budget_bytes),
             reserved: AtomicUsize::new(0),
             clock: Mutex::new(Clock::default()),
@@ -274,7 +305,7 @@ impl<S: PageSource> BufferPool<S> {
     /// Loads page `pid` from the source into its frame (unless another thread is loading it
     /// or already did).
     fn load(&self, pid: u64) -> Result<(), BufferError<S::Error>> {
-        self.make_room(1);
+        self.make_room(Some(pid));
         let Some(mut loading) = self.frames.try_load(pid).map_err(|e| self.beyond(e))? else {
             // Resident, or being loaded by another thread: the caller reads again (and waits
             // for that load in `optimistic` while the loader holds the frame).
@@ -289,7 +320,7 @@ impl<S: PageSource> BufferPool<S> {
         loading.finish_cold();
         let mut clock = self.clock();
         clock.misses += 1;
-        clock.add(pid);
+        clock.add(pid, self.per_huge);
         Ok(())
     }
 
@@ -308,8 +339,7 @@ impl<S: PageSource> BufferPool<S> {
                 }
                 Err(FrameError::Evicted) => {
                     // A kept frame (the id's last page was discarded) is room already.
-                    let kept = self.clock().kept.contains(&pid);
-                    self.make_room(usize::from(!kept));
+                    self.make_room(Some(pid));
                     if let Some(mut loading) =
                         self.frames.try_load(pid).map_err(|e| self.beyond(e))?
                     {
@@ -324,7 +354,7 @@ impl<S: PageSource> BufferPool<S> {
         }
         let mut clock = self.clock();
         clock.installs += 1;
-        clock.add(pid);
+        clock.add(pid, self.per_huge);
         Ok(())
     }
 
@@ -344,7 +374,11 @@ impl<S: PageSource> BufferPool<S> {
         if let Ok(held) = self.frames.lock_exclusive(pid) {
             self.source.discarded(pid);
             held.evict_keeping();
-            self.clock().kept.insert(pid);
+            let mut clock = self.clock();
+            // On a huge page the memory is counted with the huge page's, and stays.
+            if pid >= clock.huge_pids {
+                clock.kept.insert(pid);
+            }
         }
         debug_assert_eq!(self.frames.state(pid), Ok(FrameState::Evicted));
     }
@@ -352,14 +386,14 @@ impl<S: PageSource> BufferPool<S> {
     /// Sets the budget (bytes of frames, reserved bytes and the clock's records).
     pub fn set_budget(&self, budget_bytes: usize) {
         self.budget.store(budget_bytes, Ordering::Relaxed);
-        self.make_room(0);
+        self.make_room(None);
     }
 
     /// Counts `bytes` more held outside the frames against the budget (a writer's pages
     /// not yet written), evicting to make room for them.
     pub fn reserve(&self, bytes: usize) {
         self.reserved.fetch_add(bytes, Ordering::Relaxed);
-        self.make_room(0);
+        self.make_room(None);
     }
 
     /// Counts `bytes` less held outside the frames (given back by `reserve`'s caller).
@@ -373,36 +407,79 @@ impl<S: PageSource> BufferPool<S> {
         self.budget.load(Ordering::Relaxed)
     }
 
-    /// Bytes counted with `frames` frames holding memory (resident or kept): the frames and
-    /// their clock records, the frames' words up to page `highest` (in whole kernel pages),
-    /// and the reserved bytes.
-    fn used(&self, frames: usize, highest: u64) -> usize {
-        let words = (highest as usize + 1)
+    /// Bytes counted by `clock`, plus `more`: the frames holding memory off huge pages
+    /// (resident or kept) and the huge pages touched, the resident pages' clock records, the
+    /// frames' words up to its highest page id (in whole kernel pages), and the reserved bytes.
+    fn used(&self, clock: &Clock, more: usize) -> usize {
+        let words = (clock.highest as usize + 1)
             .saturating_mul(size_of::<u64>())
             .next_multiple_of(tierkv_io::frames::MIN_FRAME_BYTES);
-        frames * (self.stride + CLOCK_ENTRY_BYTES) + words + self.reserved.load(Ordering::Relaxed)
+        clock.frames() * self.stride
+            + clock.huge_touched.len() * HUGE_BYTES
+            + (clock.frames() + clock.huge_resident) * CLOCK_ENTRY_BYTES
+            + words
+            + self.reserved.load(Ordering::Relaxed)
+            + more
     }
 
     /// Bytes the pool counts now.
     pub fn used_bytes(&self) -> usize {
         let clock = self.clock();
-        self.used(clock.frames(), clock.highest)
+        self.used(&clock, 0)
     }
 
-    /// Evicts until `more` pages more fit the budget (or nothing can leave): kept frames go
-    /// first, highest ids first (the ids given out last), then the clock's pages.
-    fn make_room(&self, more: usize) {
+    /// Bytes a load or install of page `pid` adds to what `clock` counts.
+    fn cost(&self, clock: &Clock, pid: u64) -> usize {
+        if pid < clock.huge_pids {
+            let touched = clock.huge_touched.contains(&(pid / self.per_huge));
+            CLOCK_ENTRY_BYTES + if touched { 0 } else { HUGE_BYTES }
+        } else if clock.kept.contains(&pid) {
+            0
+        } else {
+            self.stride + CLOCK_ENTRY_BYTES
+        }
+    }
+
+    /// Puts page `pid` on huge pages when it can: the huge range grows over whole huge pages
+    /// up to `pid`'s while no frame past the range was ever filled and no room was ever made
+    /// by evicting (so nothing in the new part was touched), and while the range stays
+    /// within half the budget. Page ids are given out lowest first, so a store that fits in
+    /// memory has its pages there; once a page lies past it, the range is closed for good.
+    fn grow_huge(&self, clock: &mut Clock, pid: u64, budget: usize) {
+        if clock.huge_closed || pid < clock.huge_pids {
+            return;
+        }
+        let end = (pid / self.per_huge + 1).saturating_mul(self.per_huge);
+        let fits = end.saturating_mul(self.stride as u64) <= (budget / 2) as u64;
+        if fits && end <= self.frames.pages() && self.frames.advise_huge(end).is_ok() {
+            debug_assert!(clock.highest < clock.huge_pids || clock.ring.is_empty());
+            clock.huge_pids = end;
+        } else {
+            clock.huge_closed = true;
+        }
+    }
+
+    /// Evicts until page `pid` fits the budget too (`None`: until what is counted fits; or
+    /// until nothing can leave): kept frames go first, highest ids first (the ids given out
+    /// last), then the clock's pages. Pages on huge pages never leave for room (their memory
+    /// stays with the huge page's).
+    fn make_room(&self, pid: Option<u64>) {
         let budget = self.budget.load(Ordering::Relaxed);
         let mut clock = self.clock();
-        while self.used(clock.frames() + more, clock.highest) > budget {
+        if let Some(pid) = pid {
+            self.grow_huge(&mut clock, pid, budget);
+        }
+        let more = pid.map_or(0, |pid| self.cost(&clock, pid));
+        while self.used(&clock, more) > budget {
             let Some(pid) = clock.kept.pop_last() else { break };
+            clock.huge_closed = true;
             // Not released: a load claimed it (a garbage id read optimistically), and counts
             // it on the ring once filled.
             let _ = self.frames.release_kept(pid);
         }
         // Two passes over the ring at most: the first marks, the second evicts.
         let mut steps = 2 * clock.ring.len() + 1;
-        while self.used(clock.frames() + more, clock.highest) > budget {
+        while self.used(&clock, more) > budget {
             if clock.ring.is_empty() || steps == 0 {
                 clock.over_budget += 1;
                 return;
@@ -411,6 +488,10 @@ impl<S: PageSource> BufferPool<S> {
             let at = clock.hand % clock.ring.len();
             let pid = clock.ring[at];
             clock.hand = at + 1;
+            if pid < clock.huge_pids {
+                continue;
+            }
+            clock.huge_closed = true;
             match self.frames.state(pid) {
                 Ok(FrameState::Marked) => {
                     if let Some(victim) = self.frames.try_lock_marked(pid) {
@@ -442,6 +523,7 @@ impl<S: PageSource> BufferPool<S> {
             over_budget: clock.over_budget,
             resident: clock.ring.len() as u64,
             kept: clock.kept.len() as u64,
+            huge_pages: clock.huge_touched.len() as u64,
         }
     }
 }

@@ -239,3 +239,69 @@ fn a_smaller_budget_or_more_reserved_bytes_evict_at_once() {
     entry(&pool, 1);
     assert_eq!(pool.stats().resident, 1, "room given back is used again");
 }
+
+/// The lowest page ids go on huge pages while the store fits in half the budget: each huge
+/// page counts whole from its first frame on, its frames never leave for room (nor give
+/// memory back when discarded), and once a page lies past the range it grows no more, and
+/// the budget holds with the other pages evicted around it.
+#[test]
+fn the_lowest_ids_go_on_huge_pages_counted_whole_and_never_evicted_for_room() {
+    let per_huge = (HUGE_BYTES / PAGE) as u64;
+    // Half of it holds one huge page, not two.
+    let budget = 3 * HUGE_BYTES;
+    let pool = BufferPool::new(4 * per_huge, PAGE, budget, Source::default()).expect("pool");
+    for pid in 0..300 {
+        pool.install(pid, &image_of(pid, 2)).expect("install");
+    }
+    let stats = pool.stats();
+    assert_eq!((stats.huge_pages, stats.resident, stats.kept), (1, 300, 0));
+    let words = (300 * 8usize).next_multiple_of(4096);
+    assert_eq!(pool.used_bytes(), HUGE_BYTES + 300 * CLOCK_ENTRY_BYTES + words);
+    // A discarded page's memory stays with its huge page: nothing kept, nothing counted twice.
+    pool.discard(10);
+    assert_eq!((pool.stats().resident, pool.stats().kept), (299, 0));
+    assert_eq!(pool.used_bytes(), HUGE_BYTES + 299 * CLOCK_ENTRY_BYTES + words);
+    // Past the range (a second huge page would pass half the budget): frames of their own.
+    for pid in per_huge..per_huge + 40 {
+        pool.install(pid, &image_of(pid, 3)).expect("install");
+    }
+    assert_eq!(pool.stats().huge_pages, 1, "the range grew past half the budget");
+    // A page of the range, never touched before, still counts nothing more than its record.
+    let before = pool.used_bytes();
+    pool.install(400, &image_of(400, 2)).expect("install");
+    assert_eq!(pool.used_bytes(), before + CLOCK_ENTRY_BYTES);
+    // Less budget: only pages off the huge page leave, and the budget holds.
+    pool.set_budget(HUGE_BYTES + 400 * CLOCK_ENTRY_BYTES + 12 * PAGE);
+    let stats = pool.stats();
+    assert!(stats.evictions > 0 && stats.over_budget == 0, "{stats:?}");
+    assert!(pool.used_bytes() <= pool.budget(), "{} over {}", pool.used_bytes(), pool.budget());
+    let evicted = pool.source().evicted.lock().expect("lock").clone();
+    assert!(
+        evicted.iter().all(|&(pid, _)| pid >= per_huge),
+        "a huge page's frame left: {evicted:?}"
+    );
+    for pid in (0..300).filter(|&pid| pid != 10) {
+        assert_eq!(entry(&pool, pid).1, 2);
+    }
+    assert_eq!(pool.source().reads.load(Ordering::Relaxed), 0, "a page on the huge page was read");
+    // Room for more than the huge page holds: over the budget, counted, never a huge frame.
+    pool.set_budget(HUGE_BYTES / 2);
+    assert!(pool.stats().over_budget > 0);
+    assert_eq!(pool.stats().resident, 300, "a page on the huge page left");
+}
+
+/// A store larger than half the budget never gets huge pages: its first page already lies
+/// past what the range may grow to.
+#[test]
+fn no_huge_pages_when_the_first_page_lies_past_half_the_budget() {
+    let per_huge = (HUGE_BYTES / PAGE) as u64;
+    let pool = BufferPool::new(8 * per_huge, PAGE, frames(64), Source::default()).expect("pool");
+    entry(&pool, 5 * per_huge);
+    entry(&pool, 1);
+    let stats = pool.stats();
+    assert_eq!((stats.huge_pages, stats.resident), (0, 2));
+    assert_eq!(
+        pool.used_bytes(),
+        2 * frame_cost() + (5 * per_huge as usize * 8 + 8).next_multiple_of(4096)
+    );
+}

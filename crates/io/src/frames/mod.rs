@@ -1,10 +1,12 @@
 //! Frames: the engine's page memory, one frame per page id in one virtual reservation, each
 //! with a state-and-version word (vmcache, Leis et al., SIGMOD 2023).
 //!
-//! `Frames::reserve(pages, page_bytes)` maps `pages × page_bytes` of address space with
-//! `MAP_NORESERVE` (no memory until a frame is written) and `MADV_NOHUGEPAGE` (a touched frame
-//! costs its own pages, never a 2 MiB huge page), and a second reservation of one 8-byte word
-//! per page (`word.rs`). Page id `pid`'s frame is at `base + pid × page_bytes`: finding a page
+//! `Frames::reserve(pages, page_bytes)` maps `pages × page_bytes` of address space, aligned
+//! to a huge page, with `MAP_NORESERVE` (no memory until a frame is written) and
+//! `MADV_NOHUGEPAGE` (a touched frame costs its own pages, never a 2 MiB huge page), and a
+//! second reservation of one 8-byte word per page (`word.rs`). [`Frames::advise_huge`] puts
+//! the frames of the lowest page ids on huge pages instead; those frames then keep their
+//! memory when evicted, so a huge page is never split. Page id `pid`'s frame is at `base + pid × page_bytes`: finding a page
 //! is arithmetic, with no table and no lock.
 //!
 //! Access, all through guards:
@@ -38,7 +40,7 @@ mod tests;
 
 use std::path::Path;
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::mm::{Advice, MapFlags, ProtFlags};
 
@@ -54,6 +56,9 @@ pub const MIN_FRAME_BYTES: usize = 4096;
 pub const MAX_FRAME_BYTES: usize = 1 << 20;
 /// The most address space one reservation takes (64 TiB; x86-64 gives a process 128 TiB).
 pub const MAX_RESERVATION_BYTES: u64 = 1 << 46;
+/// A transparent huge page (x86-64, and AArch64 with 4 KiB pages): the unit of
+/// [`Frames::advise_huge`], and the alignment of the frames' reservation.
+pub const HUGE_BYTES: usize = 2 << 20;
 
 /// Why a frame could not be had.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +93,9 @@ pub struct Frames {
     word_bytes: usize,
     pages: u64,
     page_bytes: usize,
+    /// Page ids below this have huge pages (`advise_huge`): their frames keep their memory
+    /// when evicted. Only grows.
+    huge_pages: AtomicU64,
 }
 
 // SAFETY: the reservations are owned by this value and every access to them goes through
@@ -112,6 +120,30 @@ fn reservation_name() -> &'static Path {
 
 fn invalid(detail: String) -> Error {
     Error::InvalidOptions { path: reservation_name().to_path_buf(), detail }
+}
+
+/// `reserve_bytes` at an address aligned to a huge page (so `advise_huge` covers whole huge
+/// pages): `HUGE_BYTES` more is mapped, and what lies before and after the aligned range is
+/// unmapped again.
+fn reserve_aligned(len: usize) -> Result<NonNull<u8>> {
+    let Some(padded) = len.checked_add(HUGE_BYTES) else { return reserve_bytes(len) };
+    let base = reserve_bytes(padded)?;
+    let address = base.as_ptr() as usize;
+    let head = address.next_multiple_of(HUGE_BYTES) - address;
+    let tail = padded - head - len;
+    // SAFETY: both ranges are parts of the mapping just made, which nothing refers to yet;
+    // what stays mapped is `len` bytes from the aligned address.
+    unsafe {
+        if head > 0 {
+            let _ = rustix::mm::munmap(base.as_ptr().cast(), head);
+        }
+        if tail > 0 {
+            let _ = rustix::mm::munmap(base.as_ptr().add(head + len).cast(), tail);
+        }
+        let aligned = NonNull::new_unchecked(base.as_ptr().add(head));
+        debug_assert_eq!(aligned.as_ptr() as usize % HUGE_BYTES, 0);
+        Ok(aligned)
+    }
 }
 
 /// Maps `len` bytes of address space: private, anonymous, no swap reserved, no huge pages.
@@ -159,7 +191,7 @@ impl Frames {
         let bytes = total as usize;
         let word_bytes =
             (pages as usize * std::mem::size_of::<PageWord>()).next_multiple_of(MIN_FRAME_BYTES);
-        let base = reserve_bytes(bytes)?;
+        let base = reserve_aligned(bytes)?;
         let words = match reserve_bytes(word_bytes) {
             Ok(words) => words.cast::<PageWord>(),
             Err(error) => {
@@ -168,7 +200,15 @@ impl Frames {
                 return Err(error);
             }
         };
-        let frames = Frames { base, bytes, words, word_bytes, pages, page_bytes };
+        let frames = Frames {
+            base,
+            bytes,
+            words,
+            word_bytes,
+            pages,
+            page_bytes,
+            huge_pages: AtomicU64::new(0),
+        };
         assert_eq!(frames.state(0), Ok(FrameState::Evicted), "a new reservation was not zero");
         Ok(frames)
     }
@@ -370,8 +410,13 @@ impl Frames {
         }
     }
 
-    /// Gives a frame's memory back to the kernel; its bytes read as zero afterwards.
+    /// Gives a frame's memory back to the kernel; its bytes read as zero afterwards. A
+    /// frame on huge pages keeps its memory (and its bytes): giving back part of a huge page
+    /// would split it.
     fn release(&self, pid: u64) {
+        if pid < self.huge_pages.load(Ordering::Acquire) {
+            return;
+        }
         let offset = pid as usize * self.page_bytes;
         // SAFETY: the frame's range inside the reservation; the caller holds it exclusively,
         // and readers that race (optimistic ones) only load and will fail validation.
@@ -384,6 +429,51 @@ impl Frames {
         };
         // MADV_DONTNEED fails only on a bad range, which the checks above rule out.
         debug_assert!(result.is_ok(), "MADV_DONTNEED of frame {pid}: {result:?}");
+    }
+
+    /// Asks for transparent huge pages (2 MiB, one TLB entry each) under the frames of page
+    /// ids `0..pages` (it was `MADV_NOHUGEPAGE`), growing the range given before; the caller
+    /// makes sure no frame of the new part was ever filled, and serialises calls. From then
+    /// on, the frames of those ids never give their memory back: `evict`, `release_kept` and
+    /// an unfinished load leave it in place, so a huge page is never split. A huge page is
+    /// taken whole at the first touch of any frame on it: the caller counts that memory by
+    /// huge page. `pages × page_bytes` must be a multiple of [`HUGE_BYTES`] inside the
+    /// reservation, and not below the range given before. Where the kernel has no
+    /// transparent huge pages the advice changes nothing but the keeping of memory.
+    pub fn advise_huge(&self, pages: u64) -> Result<()> {
+        let before = self.huge_pages.load(Ordering::Acquire);
+        let bytes = pages.checked_mul(self.page_bytes as u64).and_then(|b| usize::try_from(b).ok());
+        let Some(bytes) =
+            bytes.filter(|&b| b <= self.bytes && b % HUGE_BYTES == 0 && pages >= before)
+        else {
+            return Err(invalid(format!(
+                "huge pages for {pages} frames of {} bytes: not whole huge pages inside the \
+                 reservation of {} bytes, from the {before} frames given before",
+                self.page_bytes, self.bytes
+            )));
+        };
+        let from = before as usize * self.page_bytes;
+        if bytes > from {
+            // SAFETY: a part of the frame reservation, which starts on a huge page's
+            // boundary (`reserve_aligned`); advice only.
+            let result = unsafe {
+                rustix::mm::madvise(
+                    self.base.as_ptr().add(from).cast(),
+                    bytes - from,
+                    Advice::LinuxHugepage,
+                )
+            };
+            // A kernel without transparent huge pages refuses (EINVAL): the frames keep their
+            // memory all the same, which is what the caller counts.
+            let _ = result;
+        }
+        self.huge_pages.store(pages, Ordering::Release);
+        Ok(())
+    }
+
+    /// The page ids that have huge pages (`advise_huge`): `0..huge_pages()`.
+    pub fn huge_pages(&self) -> u64 {
+        self.huge_pages.load(Ordering::Acquire)
     }
 
     /// Address space reserved for frames and words, in bytes.

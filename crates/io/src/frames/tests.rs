@@ -118,6 +118,37 @@ fn an_eviction_that_keeps_the_memory_is_an_eviction_to_readers_and_reused_by_the
     assert!(!frames.release_kept(64), "an id past the reservation");
 }
 
+/// The frames of ids given huge pages start on a huge page's boundary and never give
+/// their memory back (an eviction, a release, a failed load keep the bytes: giving back part
+/// of a huge page would split it); the others still do. A range of broken huge pages is
+/// refused.
+#[test]
+fn frames_on_huge_pages_keep_their_memory_and_the_others_do_not() {
+    let per_huge = (HUGE_BYTES / PAGE) as u64;
+    let frames = Frames::reserve(3 * per_huge, PAGE).expect("reserve");
+    assert_eq!(frames.base.as_ptr() as usize % HUGE_BYTES, 0, "an unaligned reservation");
+    assert!(frames.advise_huge(per_huge + 1).is_err(), "a broken huge page");
+    assert!(frames.advise_huge(4 * per_huge).is_err(), "past the reservation");
+    assert_eq!(frames.huge_pages(), 0);
+    frames.advise_huge(0).expect("none");
+    frames.advise_huge(per_huge).expect("one huge page");
+    assert_eq!(frames.huge_pages(), per_huge);
+    assert!(frames.advise_huge(0).is_err(), "a range that shrinks");
+    let (inside, outside) = (per_huge - 1, per_huge);
+    for pid in [inside, outside] {
+        drop(load_with(&frames, pid, 0x22));
+        frames.lock_exclusive(pid).expect("resident").evict();
+        assert_eq!(frames.state(pid), Ok(FrameState::Evicted));
+        let loading = frames.try_load(pid).expect("in range").expect("evicted");
+        let kept = loading.bytes()[..8] == 0x22u64.to_le_bytes();
+        assert_eq!(kept, pid == inside, "page {pid}: kept {kept}");
+        drop(loading);
+        assert!(frames.release_kept(pid));
+        let loading = frames.try_load(pid).expect("in range").expect("evicted");
+        assert_eq!(loading.bytes()[..8] == 0x22u64.to_le_bytes(), pid == inside, "page {pid}");
+    }
+}
+
 /// Writers keep every word of a page equal to one counter; loaders fill pages the same way;
 /// the clock evicts; readers check that every validated read saw one counter throughout.
 #[test]

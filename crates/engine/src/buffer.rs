@@ -26,9 +26,10 @@
 //! counted, for the next page given its id (`Stats::kept`); those frames are given back
 //! first when room is needed.
 //!
-//! **Huge pages.** While a store fits in half the budget, its pages (ids are given out lowest
-//! first) sit on 2 MiB huge pages (`Frames::advise_huge`): one TLB entry covers 2 MiB of
-//! frames, where a read of a page otherwise misses the TLB on its frame. A huge page counts
+//! **Huge pages.** While a store fits in half the budget the pool was made with (the least
+//! it gets), its pages (ids are given out lowest first) sit on 2 MiB huge pages
+//! (`Frames::advise_huge`): one TLB entry covers 2 MiB of frames, where a read of a page
+//! otherwise misses the TLB on its frame. A huge page counts
 //! whole from the first frame filled on it (`Stats::huge_pages`), and its frames never give
 //! memory back: they do not leave for room and a discard keeps their memory without counting
 //! it again. The range grows over whole huge pages up to each page loaded or installed, and
@@ -196,6 +197,10 @@ pub struct BufferPool<S: PageSource> {
     stride: usize,
     /// Frames on one huge page.
     per_huge: u64,
+    /// The most bytes of frames the huge range may cover: half the budget the pool was
+    /// made with (the least it gets: the memtables take the rest of `cache_size` at most),
+    /// so the pages that never leave for room leave half of it to the others.
+    huge_limit: usize,
     budget: AtomicUsize,
     reserved: AtomicUsize,
     clock: Mutex<Clock>,
@@ -230,6 +235,7 @@ impl<S: PageSource> BufferPool<S> {
             page_bytes,
             stride,
             per_huge: (HUGE_BYTES / stride) as u64,
+            huge_limit: budget_bytes / 2,
             budget: AtomicUsize::new(budget_bytes),
             reserved: AtomicUsize::new(0),
             clock: Mutex::new(Clock::default()),
@@ -443,14 +449,14 @@ impl<S: PageSource> BufferPool<S> {
     /// Puts page `pid` on huge pages when it can: the huge range grows over whole huge pages
     /// up to `pid`'s while no frame past the range was ever filled and no room was ever made
     /// by evicting (so nothing in the new part was touched), and while the range stays
-    /// within half the budget. Page ids are given out lowest first, so a store that fits in
+    /// within `huge_limit`. Page ids are given out lowest first, so a store that fits in
     /// memory has its pages there; once a page lies past it, the range is closed for good.
-    fn grow_huge(&self, clock: &mut Clock, pid: u64, budget: usize) {
+    fn grow_huge(&self, clock: &mut Clock, pid: u64) {
         if clock.huge_closed || pid < clock.huge_pids {
             return;
         }
         let end = (pid / self.per_huge + 1).saturating_mul(self.per_huge);
-        let fits = end.saturating_mul(self.stride as u64) <= (budget / 2) as u64;
+        let fits = end.saturating_mul(self.stride as u64) <= self.huge_limit as u64;
         if fits && end <= self.frames.pages() && self.frames.advise_huge(end).is_ok() {
             debug_assert!(clock.highest < clock.huge_pids || clock.ring.is_empty());
             clock.huge_pids = end;
@@ -467,7 +473,7 @@ impl<S: PageSource> BufferPool<S> {
         let budget = self.budget.load(Ordering::Relaxed);
         let mut clock = self.clock();
         if let Some(pid) = pid {
-            self.grow_huge(&mut clock, pid, budget);
+            self.grow_huge(&mut clock, pid);
         }
         let more = pid.map_or(0, |pid| self.cost(&clock, pid));
         while self.used(&clock, more) > budget {

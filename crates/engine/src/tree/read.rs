@@ -423,6 +423,37 @@ fn finish_forward(place: Place, cut: Vec<u8>, chunk: &mut Chunk) {
     chunk.place = Some(place);
 }
 
+/// Child `index` of internal page `pid`, and the key of slot `separator_at` (empty for
+/// `None`): the separator where the child's keys start or end, read under one validation.
+fn child_and_separator<S: PageSource>(
+    pool: &BufferPool<S>,
+    pid: u64,
+    index: usize,
+    separator_at: Option<usize>,
+) -> Result<(u64, Vec<u8>), ReadError<S::Error>> {
+    let mut separator = Vec::new();
+    let child = pool
+        .read(pid, |page| {
+            separator.clear();
+            if let Some(at) = separator_at {
+                page.key_into(at, &mut separator)?;
+            }
+            page.child(index)
+        })
+        .map_err(ReadError::Page)?;
+    Ok((child, separator))
+}
+
+/// Where a backward chunk read from `place` starts: its first entry when it stopped short
+/// of the leaf's first slot, else the leaf's start.
+fn back_start(chunk: &Chunk, place: &BackPlace) -> Option<Vec<u8>> {
+    if place.first_slot > 0 {
+        chunk.entries.first().map(|(key, _)| chunk.bytes[key.clone()].to_vec())
+    } else {
+        place.leaf_start.clone()
+    }
+}
+
 /// Reads the next chunk from `place`: the rest of its leaf, or the parent's next child.
 /// False when it cannot (the parent's last child was read, the tree has no parent, or a
 /// leaf is not where one should be): the caller goes down from the root.
@@ -437,16 +468,8 @@ fn go_on<S: PageSource>(
             return Ok(false);
         };
         let index = parent.index + 1;
-        let mut separator = Vec::new();
-        let leaf = pool
-            .read(parent.pid, |page| {
-                separator.clear();
-                if index < parent.count {
-                    page.key_into(index, &mut separator)?;
-                }
-                page.child(index)
-            })
-            .map_err(ReadError::Page)?;
+        let separator_at = (index < parent.count).then_some(index);
+        let (leaf, separator) = child_and_separator(pool, parent.pid, index, separator_at)?;
         parent.index = index;
         place.leaf = leaf;
         place.next_slot = 0;
@@ -505,11 +528,7 @@ pub fn chunk_backward<S: PageSource>(
     // below are before the leaf's start, so go again by that. Bounded, as every walk is.
     for _ in 0..MAX_DEPTH {
         let place = descend_below(pool, root, key.as_deref(), limit, chunk)?;
-        let start = if place.first_slot > 0 {
-            chunk.entries.first().map(|(key, _)| chunk.bytes[key.clone()].to_vec())
-        } else {
-            place.leaf_start.clone()
-        };
+        let start = back_start(chunk, &place);
         if !chunk.entries.is_empty() || start.is_none() {
             chunk.bound = start;
             chunk.back_place = Some(place);
@@ -537,16 +556,8 @@ fn go_back<S: PageSource>(
                 return Ok(false);
             };
             let index = parent.index - 1;
-            let mut separator = Vec::new();
-            let leaf = pool
-                .read(parent.pid, |page| {
-                    separator.clear();
-                    if index > 0 {
-                        page.key_into(index - 1, &mut separator)?;
-                    }
-                    page.child(index)
-                })
-                .map_err(ReadError::Page)?;
+            let (leaf, separator) =
+                child_and_separator(pool, parent.pid, index, index.checked_sub(1))?;
             parent.index = index;
             place.leaf = leaf;
             place.first_slot = usize::MAX;
@@ -575,11 +586,7 @@ fn go_back<S: PageSource>(
             debug_assert_eq!(first, 0);
             continue;
         }
-        chunk.bound = if first > 0 {
-            chunk.entries.first().map(|(key, _)| chunk.bytes[key.clone()].to_vec())
-        } else {
-            place.leaf_start.clone()
-        };
+        chunk.bound = back_start(chunk, &place);
         chunk.back_place = Some(place);
         return Ok(true);
     }

@@ -30,7 +30,8 @@ import time
 
 FUZZ = os.path.dirname(os.path.abspath(__file__))
 TARGETS = ["log_record", "log_segment", "write_batch", "block_header", "segment_header",
-           "map_checkpoint", "btree_page", "slotted_page", "meta_block", "store_dir"]
+           "map_checkpoint", "btree_page", "slotted_page", "slotted_edits", "meta_block",
+           "store_dir"]
 # store_dir damages a whole store directory; its inputs are edit scripts that stay short.
 EXTRA = {"store_dir": ["-max_len=120"]}
 # How many executions a run did: "stat::number_of_executed_units: N" (plain mode, with

@@ -23,7 +23,7 @@ use crate::page;
 use crate::{Db, Durability, Options, WriteBatch};
 
 /// The fuzz targets, by name (each `fuzz/fuzz_targets/<name>.rs` calls `run(name, data)`).
-pub const TARGETS: [&str; 10] = [
+pub const TARGETS: [&str; 11] = [
     "log_record",
     "log_segment",
     "write_batch",
@@ -32,6 +32,7 @@ pub const TARGETS: [&str; 10] = [
     "map_checkpoint",
     "btree_page",
     "slotted_page",
+    "slotted_edits",
     "meta_block",
     "store_dir",
 ];
@@ -47,6 +48,7 @@ pub fn run(name: &str, data: &[u8]) {
         "map_checkpoint" => map_checkpoint(data),
         "btree_page" => btree_page(data),
         "slotted_page" => slotted_page(data),
+        "slotted_edits" => slotted_edits(data),
         "meta_block" => meta_block(data),
         "store_dir" => store_dir(data),
         other => panic!("no fuzz target {other}"),
@@ -169,6 +171,146 @@ pub fn slotted_page(data: &[u8]) {
         }
         Err(_) => {}
     }
+}
+
+/// Edits of a slotted page in place (`page::slotted::edit`), read from `data` as a script
+/// of 4-byte steps (what, key, value length, value byte), on a 4 KiB leaf, on an internal
+/// page, and on the two halves of a split: after every step the page passes `check` and
+/// holds exactly what a sorted map holds; `NoRoom` leaves the page as it was and comes only
+/// when the entries with the change would not fit even laid out again.
+pub fn slotted_edits(data: &[u8]) {
+    use bytes::Bytes;
+    use page::slotted::edit::{self, Split, ValueRef};
+    use page::slotted::{self, Kind, Slotted};
+    let page_bytes = 4096;
+    let prefixes: [&[u8]; 4] = [b"user", b"user1", b"us", b""];
+    // A key: one of the prefixes, then 0 to 3 bytes, all from one byte of the script.
+    let key_of = |byte: u8| {
+        let suffix = [byte & 0x0F, byte & 0x07, byte & 0x03];
+        [prefixes[usize::from(byte >> 6)], &suffix[..usize::from(byte >> 4 & 3)]].concat()
+    };
+    let mut leaf = slotted::encode_leaf(&[], 1, 2, page_bytes);
+    let mut internal = slotted::encode_internal(1, &[(b"m".to_vec(), 2)], 1, page_bytes);
+    let mut leaf_model: BTreeMap<Vec<u8>, page::Value> = BTreeMap::new();
+    let mut internal_model: BTreeMap<Vec<u8>, u64> = BTreeMap::from([(b"m".to_vec(), 2)]);
+    let entries = |model: &BTreeMap<Vec<u8>, page::Value>| -> Vec<(Bytes, page::Value)> {
+        model.iter().map(|(k, v)| (Bytes::from(k.clone()), v.clone())).collect()
+    };
+    for (number, step) in data.chunks_exact(4).enumerate() {
+        // The LSN and link ride through every edit, laid out again or not.
+        edit::set_lsn(&mut leaf[..], number as u64);
+        edit::set_link(&mut leaf[..], u64::from(step[1]) + 2);
+        let key = key_of(step[1]);
+        let len = usize::from(step[2]) * 4;
+        let value = if step[3] == 0xFF {
+            page::Value::Overflow(page::OverflowRef {
+                len: 5000,
+                first: u64::from(step[2]) + 1,
+                blocks: 2,
+            })
+        } else {
+            page::Value::inline(vec![step[3]; len.min(page_bytes / 4)])
+        };
+        match step[0] % 8 {
+            0..=3 => {
+                let before = leaf.clone();
+                let mut with = leaf_model.clone();
+                with.insert(key.clone(), value.clone());
+                match edit::put_leaf(&mut leaf[..], &key, ValueRef::from(&value)) {
+                    Ok(_) => leaf_model = with,
+                    Err(no_room) => {
+                        assert_eq!(leaf, before, "a put without room changed the page");
+                        assert!(
+                            slotted::leaf_bytes(&entries(&with)) > page_bytes,
+                            "room was there"
+                        );
+                        assert_eq!(no_room.needed, slotted::leaf_bytes(&entries(&with)));
+                    }
+                }
+            }
+            4 => assert_eq!(edit::remove(&mut leaf[..], &key), leaf_model.remove(&key).is_some()),
+            5 => edit::compact(&mut leaf[..]),
+            6 if !key.is_empty() => {
+                if edit::put_separator(&mut internal[..], &key, u64::from(step[3]) + 3).is_ok() {
+                    internal_model.insert(key, u64::from(step[3]) + 3);
+                }
+            }
+            6 => {}
+            _ => {
+                if internal_model.len() > 1 && internal_model.contains_key(&key) {
+                    assert!(edit::remove(&mut internal[..], &key));
+                    internal_model.remove(&key);
+                }
+            }
+        }
+        assert_eq!(slotted::check(&leaf, page_bytes), Ok(Kind::Leaf), "an edit broke the leaf");
+        let header = Slotted::new(&leaf[..]);
+        assert_eq!(
+            (header.lsn(), header.link()),
+            (Some(number as u64), Some(u64::from(step[1]) + 2))
+        );
+        assert_eq!(
+            slotted::decode_leaf(&leaf),
+            Some(entries(&leaf_model)),
+            "a leaf edit lost track"
+        );
+        assert_eq!(slotted::check(&internal, page_bytes), Ok(Kind::Internal));
+        let decoded = slotted::decode_internal(internal.as_slice()).expect("an internal page");
+        assert_eq!(decoded, (1, internal_model.clone().into_iter().collect()));
+    }
+    if leaf_model.len() >= 2 {
+        let Split { left, right, separator } = edit::split(&leaf[..], 77);
+        let (low, high) = (
+            slotted::decode_leaf(&left).expect("left"),
+            slotted::decode_leaf(&right).expect("right"),
+        );
+        assert!(
+            low.iter().all(|e| e.0[..] < separator[..])
+                && high.iter().all(|e| e.0[..] >= separator[..])
+        );
+        assert_eq!(low.into_iter().chain(high).collect::<Vec<_>>(), entries(&leaf_model));
+        let link = Slotted::new(&leaf[..]).link();
+        assert_eq!(
+            (Slotted::new(&left[..]).link(), Slotted::new(&right[..]).link()),
+            (Some(77), link)
+        );
+    }
+    if internal_model.len() >= 3 {
+        let Split { left, right, separator } = edit::split(&internal[..], 77);
+        let (l, r) = (
+            slotted::decode_internal(left.as_slice()).expect("left"),
+            slotted::decode_internal(right.as_slice()).expect("right"),
+        );
+        assert_eq!(r.0, internal_model[&separator]);
+        assert!(l.1.iter().all(|e| e.0 < separator) && r.1.iter().all(|e| e.0 > separator));
+        assert_eq!(l.1.len() + r.1.len() + 1, internal_model.len());
+    }
+}
+
+/// Seed inputs for `slotted_edits`: scripts of puts, removes and compactions that fill the
+/// leaf past its room, and separators for the internal page.
+pub fn slotted_edits_seeds() -> Vec<(String, Vec<u8>)> {
+    // A fixed xorshift, so the seeds are the same on every run.
+    let mut state = 0x2026_1126_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut script = |steps: usize, what: &[u8]| -> Vec<u8> {
+        (0..steps)
+            .flat_map(|_| {
+                let r = next().to_le_bytes();
+                [what[usize::from(r[0]) % what.len()], r[1], r[2] % 64, r[3]]
+            })
+            .collect()
+    };
+    vec![
+        ("puts".into(), script(200, &[0, 1, 2, 3])),
+        ("mixed".into(), script(400, &[0, 1, 2, 3, 4, 4, 5, 6, 7])),
+        ("internal".into(), script(200, &[6, 6, 6, 7])),
+    ]
 }
 
 /// Seed inputs for `slotted_page`: a leaf with inline and overflow values, an internal page.

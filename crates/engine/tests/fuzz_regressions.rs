@@ -184,6 +184,9 @@ fn write_seeds() {
     for (name, image) in fuzzing::slotted_page_seeds() {
         write("slotted_page", &name, &image);
     }
+    for (name, script) in fuzzing::slotted_edits_seeds() {
+        write("slotted_edits", &name, &script);
+    }
     // The store target's inputs are damage descriptions: none, one flip, one cut.
     write("store_dir", "none", &[]);
     write("store_dir", "flip", &[2, 0x10, 0x20, 0, 0, 0x41]);

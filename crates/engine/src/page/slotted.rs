@@ -37,6 +37,8 @@ use tierkv_io::frames::FrameRead;
 
 use super::{OverflowRef, PageError, Value, MAX_KEY_BYTES};
 
+pub mod edit;
+
 /// The format version of slotted pages.
 pub const FORMAT_VERSION: u8 = 2;
 /// Bytes of the header.

@@ -193,7 +193,8 @@ impl Memtable {
 
     /// Adds a version of `key` at `sequence` (a deletion for `None`). One sequence number
     /// may carry many keys (a batch); the same key twice in one sequence keeps the last.
-    pub fn insert(&self, key: &[u8], sequence: u64, value: Option<&[u8]>) {
+    /// Returns the bytes it counted for the version.
+    pub fn insert(&self, key: &[u8], sequence: u64, value: Option<&[u8]>) -> usize {
         let bytes = allocation_bytes(key.len())
             + value.map_or(0, |value| allocation_bytes(value.len()))
             + VERSION_OVERHEAD;
@@ -203,6 +204,7 @@ impl Memtable {
         self.filter.insert(key);
         self.versions
             .insert(VersionKey { key: key.to_vec(), sequence }, value.map(Bytes::copy_from_slice));
+        bytes
     }
 
     /// Bytes the memtable takes, roughly: its key filter, and its versions' keys, values and

@@ -1,0 +1,309 @@
+//! Undo: the before-images that let readers see a snapshot while writers change pages in
+//! place (issue 26; the engine does not use it yet).
+//!
+//! A write at sequence `t` that changes a key in its leaf's frame first records here what
+//! the key held before (`Undo::record`: its value, or `None` when it had none), then changes
+//! the frame. A reader at sequence `s` that finds the key in a leaf whose LSN is above `s`
+//! asks its [`View`] for the before-image of the key's first change after `s`
+//! ([`View::before`]): `Some` is the key as of `s`, `None` means no change after `s` was
+//! recorded, so the leaf's value is the key's at `s`. Why that is right: the changes of one
+//! key are recorded in the order of their sequence numbers (the writer latches the leaf
+//! before the log numbers its change), so the first recorded change after `s` is the first
+//! change after `s`, and what it replaced is what stood at `s`.
+//!
+//! **Segments.** Before-images go into the current *segment*, a memtable (the same skip
+//! list and key filter) keyed by key and `u64::MAX - t`, so its "newest at or below" lookup
+//! answers "the first change after `s`". Segments form a chain, each linking to the one made
+//! after it. A [`View`] holds the first segment its readers may need and reaches the later
+//! ones through the links: a reader's view is taken with its snapshot (the engine keeps one
+//! in each version it publishes), so old segments are freed when the last view that starts
+//! at or before them is dropped, with no reference counting on the read path.
+//!
+//! **Rotation.** Once the current segment holds `segment_bytes`, `Undo::rotate` makes a new
+//! one and returns the view new readers should take: from the oldest segment that may hold
+//! a change not yet visible. A segment is *sealed* at the log's last sequence number when
+//! it stops being current (every writer that recorded into it was numbered by then: a writer
+//! loads the current segment after the log numbers its write), and new views leave it out
+//! once the visible sequence passes its seal.
+//!
+//! **Too old.** Before-images count in `bytes`. When they pass `limit`, `Undo::trim` drops
+//! the oldest segments no new view needs, and their memory goes as soon as no reader is
+//! inside them: a reader of a snapshot that needed one gets [`TooOld`] rather than a wrong
+//! answer, and the store does not grow without bound for a snapshot held forever.
+//!
+//! Must never: answer a lookup with a before-image of a change at or below the reader's
+//! sequence, or miss one above it that was recorded before the reader saw its change;
+//! answer from a dropped segment.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use bytes::Bytes;
+
+use crate::memtable::Memtable;
+
+/// A reader's snapshot needed before-images that were dropped to keep memory in bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the snapshot is too old: the changes since it were more than the undo limit")]
+pub struct TooOld;
+
+/// What a key held before a change: its value, or `None` when it had none.
+pub type Before = Option<Bytes>;
+
+/// One segment of before-images.
+struct Segment {
+    /// `None` once dropped (`Undo::trim`).
+    before: ArcSwapOption<Memtable>,
+    /// Set once the segment is dropped: readers that needed it get `TooOld`.
+    dropped: AtomicBool,
+    /// The log's last sequence number when the segment stopped being current; `u64::MAX`
+    /// while it is current.
+    sealed_at: AtomicU64,
+    /// The segment made after this one.
+    next: OnceLock<Arc<Segment>>,
+    /// Bytes counted for this segment in `Undo::bytes`, given back when it drops.
+    counted: AtomicUsize,
+    total: Arc<AtomicUsize>,
+}
+
+impl Segment {
+    fn new(segment_bytes: usize, total: &Arc<AtomicUsize>) -> Arc<Segment> {
+        let before = Memtable::with_capacity(segment_bytes);
+        let bytes = before.bytes();
+        total.fetch_add(bytes, Ordering::Relaxed);
+        Arc::new(Segment {
+            before: ArcSwapOption::from_pointee(before),
+            dropped: AtomicBool::new(false),
+            sealed_at: AtomicU64::new(u64::MAX),
+            next: OnceLock::new(),
+            counted: AtomicUsize::new(bytes),
+            total: Arc::clone(total),
+        })
+    }
+
+    fn drop_contents(&self) {
+        self.dropped.store(true, Ordering::Release);
+        self.before.store(None);
+        let counted = self.counted.swap(0, Ordering::Relaxed);
+        self.total.fetch_sub(counted, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        let counted = self.counted.swap(0, Ordering::Relaxed);
+        self.total.fetch_sub(counted, Ordering::Relaxed);
+        // A long chain drops one link at a time, not by recursion.
+        let mut next = self.next.take();
+        while let Some(segment) = next {
+            next = match Arc::try_unwrap(segment) {
+                Ok(mut alone) => alone.next.take(),
+                Err(_) => None,
+            };
+        }
+    }
+}
+
+/// The before-images of every change since the oldest live view (see the module header).
+pub struct Undo {
+    /// Where `record` puts before-images.
+    current: ArcSwap<Segment>,
+    /// Segments a new view may need, oldest first; the last is the current one.
+    recent: Mutex<VecDeque<Arc<Segment>>>,
+    /// Every segment not yet freed, oldest first (for `trim`).
+    all: Mutex<VecDeque<Weak<Segment>>>,
+    bytes: Arc<AtomicUsize>,
+    segment_bytes: usize,
+    limit: usize,
+}
+
+impl std::fmt::Debug for Undo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Undo").field("bytes", &self.bytes()).field("limit", &self.limit).finish()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Undo {
+    /// An empty undo that rotates its segments at `segment_bytes` and drops old ones past
+    /// `limit` bytes in all.
+    pub fn new(segment_bytes: usize, limit: usize) -> Undo {
+        assert!(
+            segment_bytes > 0 && limit >= segment_bytes,
+            "undo limits {segment_bytes}, {limit}"
+        );
+        let bytes = Arc::new(AtomicUsize::new(0));
+        let first = Segment::new(segment_bytes, &bytes);
+        Undo {
+            current: ArcSwap::new(Arc::clone(&first)),
+            recent: Mutex::new(VecDeque::from([Arc::clone(&first)])),
+            all: Mutex::new(VecDeque::from([Arc::downgrade(&first)])),
+            bytes,
+            segment_bytes,
+            limit,
+        }
+    }
+
+    /// A view from the oldest segment a new reader may need.
+    pub fn view(&self) -> View {
+        View {
+            first: Arc::clone(lock(&self.recent).front().expect("invariant: a current segment")),
+        }
+    }
+
+    /// Records that `key` held `before` until the change numbered `sequence`. Call it after
+    /// the log numbered the change and before the change is made where readers can see it.
+    pub fn record(&self, key: &[u8], sequence: u64, before: Option<&[u8]>) {
+        assert!(sequence > 0 && sequence < u64::MAX, "undo of sequence {sequence}");
+        let segment = self.current.load();
+        let Some(memtable) = segment.before.load_full() else {
+            unreachable!("the current segment is never dropped");
+        };
+        let added = memtable.insert(key, u64::MAX - sequence, before);
+        segment.counted.fetch_add(added, Ordering::Relaxed);
+        self.bytes.fetch_add(added, Ordering::Relaxed);
+        debug_assert!(memtable.get(key, u64::MAX - sequence).is_some());
+    }
+
+    /// Whether the current segment is full: time to `rotate`.
+    pub fn full(&self) -> bool {
+        self.current.load().counted.load(Ordering::Relaxed) >= self.segment_bytes
+    }
+
+    /// Starts a new current segment, the old one sealed at `last` (the log's last sequence
+    /// number, read after this call began: every writer that recorded into the old segment
+    /// was numbered by then), and returns the view new readers should take, given that every
+    /// change up to `visible` is visible.
+    pub fn rotate(&self, last: impl FnOnce() -> u64, visible: u64) -> View {
+        let mut recent = lock(&self.recent);
+        let old = self.current.load_full();
+        let new = Segment::new(self.segment_bytes, &self.bytes);
+        assert!(
+            old.next.set(Arc::clone(&new)).is_ok(),
+            "invariant: the current segment has no next"
+        );
+        self.current.store(Arc::clone(&new));
+        // A writer that loaded the old segment did so before the store above, after the log
+        // numbered its change: `last`, read after the store, covers it.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        old.sealed_at.store(last(), Ordering::Release);
+        recent.push_back(Arc::clone(&new));
+        lock(&self.all).push_back(Arc::downgrade(&new));
+        while recent.len() > 1
+            && recent.front().is_some_and(|s| s.sealed_at.load(Ordering::Acquire) <= visible)
+        {
+            recent.pop_front();
+        }
+        let view = View { first: Arc::clone(recent.front().expect("invariant: the new segment")) };
+        assert!(Arc::ptr_eq(recent.back().expect("new"), &new));
+        view
+    }
+
+    /// Drops the oldest segments no new view needs while the before-images pass `limit`;
+    /// how many it dropped.
+    pub fn trim(&self) -> usize {
+        let recent = lock(&self.recent);
+        let needed = recent.front().map(Arc::as_ptr);
+        let mut all = lock(&self.all);
+        let mut dropped = 0;
+        while self.bytes() > self.limit {
+            let Some(oldest) = all.front() else { break };
+            let Some(segment) = oldest.upgrade() else {
+                all.pop_front();
+                continue;
+            };
+            if Some(Arc::as_ptr(&segment)) == needed {
+                break;
+            }
+            segment.drop_contents();
+            all.pop_front();
+            dropped += 1;
+        }
+        all.retain(|segment| segment.strong_count() > 0);
+        dropped
+    }
+
+    /// Bytes the before-images of every segment not yet freed take.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// What a reader may need of the undo: every segment from the first that held a change not
+/// yet visible when the view was taken.
+#[derive(Clone)]
+pub struct View {
+    first: Arc<Segment>,
+}
+
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View").finish_non_exhaustive()
+    }
+}
+
+impl View {
+    /// What `key` held at `sequence`, if a change after it was recorded; `Ok(None)` when
+    /// none was, so that what the page holds now is what it held then.
+    pub fn before(&self, key: &[u8], sequence: u64) -> Result<Option<Before>, TooOld> {
+        let wanted = u64::MAX - sequence - 1;
+        let mut segment = &self.first;
+        loop {
+            let found = match &*segment.before.load() {
+                Some(memtable) => memtable.get(key, wanted),
+                None => return Err(TooOld),
+            };
+            if segment.dropped.load(Ordering::Acquire) {
+                return Err(TooOld);
+            }
+            if let Some(found) = found {
+                assert!(u64::MAX - found.sequence > sequence, "a change at or below the snapshot");
+                return Ok(Some(found.value));
+            }
+            match segment.next.get() {
+                Some(next) => segment = next,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// For every key from `start` (inclusive) to `end` (exclusive; `None`: no end) with a
+    /// change after `sequence`, what it held at `sequence`, in key order: the overlay a scan
+    /// puts over what the pages hold now.
+    pub fn before_range(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        sequence: u64,
+    ) -> Result<BTreeMap<Vec<u8>, Before>, TooOld> {
+        let wanted = u64::MAX - sequence - 1;
+        let mut out = BTreeMap::new();
+        let mut segment = &self.first;
+        loop {
+            let (found, _) = match &*segment.before.load() {
+                Some(memtable) => memtable.scan_ahead(start, end, wanted, usize::MAX),
+                None => return Err(TooOld),
+            };
+            if segment.dropped.load(Ordering::Acquire) {
+                return Err(TooOld);
+            }
+            // An earlier segment holds the earlier change of a key: it wins.
+            for (key, found) in found {
+                assert!(u64::MAX - found.sequence > sequence, "a change at or below the snapshot");
+                out.entry(key).or_insert(found.value);
+            }
+            match segment.next.get() {
+                Some(next) => segment = next,
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

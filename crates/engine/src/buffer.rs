@@ -44,11 +44,17 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use tierkv_io::frames::{FrameError, FrameRead, FrameState, Frames, HUGE_BYTES};
+use tierkv_io::frames::{
+    Exclusive, FrameError, FrameRead, FrameState, Frames, Optimistic, HUGE_BYTES,
+};
 
 use crate::page::slotted::{self, Slotted};
 use crate::page::PageError;
 use crate::striped::Striped;
+
+mod dirty;
+
+pub use dirty::DirtyMap;
 
 /// Where pages come from and go to below the frames (the tier, then the block store). Each
 /// call is made while the caller holds page `pid`'s frame exclusively (loading it, evicting
@@ -206,6 +212,9 @@ pub struct BufferPool<S: PageSource> {
     clock: Mutex<Clock>,
     lookups: Striped,
     restarts: Striped,
+    /// Pages changed in their frames and not yet taken for the block store: the clock
+    /// leaves them where they are.
+    dirty: DirtyMap,
     source: S,
 }
 
@@ -241,6 +250,7 @@ impl<S: PageSource> BufferPool<S> {
             clock: Mutex::new(Clock::default()),
             lookups: Striped::default(),
             restarts: Striped::default(),
+            dirty: DirtyMap::new(pages),
             source,
         })
     }
@@ -251,7 +261,6 @@ impl<S: PageSource> BufferPool<S> {
     }
 
     /// The page size.
-    #[cfg(test)]
     pub fn page_bytes(&self) -> usize {
         self.page_bytes
     }
@@ -415,7 +424,8 @@ impl<S: PageSource> BufferPool<S> {
 
     /// Bytes counted by `clock`, plus `more`: the frames holding memory off huge pages
     /// (resident or kept) and the huge pages touched, the resident pages' clock records, the
-    /// frames' words up to its highest page id (in whole kernel pages), and the reserved bytes.
+    /// frames' words up to its highest page id (in whole kernel pages), the dirty map, and the
+    /// reserved bytes.
     fn used(&self, clock: &Clock, more: usize) -> usize {
         let words = (clock.highest as usize + 1)
             .saturating_mul(size_of::<u64>())
@@ -424,6 +434,7 @@ impl<S: PageSource> BufferPool<S> {
             + clock.huge_touched.len() * HUGE_BYTES
             + (clock.frames() + clock.huge_resident) * CLOCK_ENTRY_BYTES
             + words
+            + self.dirty.bytes()
             + self.reserved.load(Ordering::Relaxed)
             + more
     }
@@ -498,9 +509,17 @@ impl<S: PageSource> BufferPool<S> {
                 continue;
             }
             clock.huge_closed = true;
+            if self.dirty.is_set(pid) {
+                // Not written yet: it stays until write-back takes it.
+                continue;
+            }
             match self.frames.state(pid) {
                 Ok(FrameState::Marked) => {
                     if let Some(victim) = self.frames.try_lock_marked(pid) {
+                        if self.dirty.is_set(pid) {
+                            // Changed since the check above.
+                            continue;
+                        }
                         clock.remove(pid);
                         self.source.evicted(pid, &victim.bytes()[..self.page_bytes]);
                         victim.evict();
@@ -515,6 +534,75 @@ impl<S: PageSource> BufferPool<S> {
                 _ => {}
             }
         }
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+    /// Starts an optimistic read of page `pid`, loading it first when it is not resident
+    /// (a writer's descent, which validates each parent after reading its child).
+    pub fn optimistic(&self, pid: u64) -> Result<Optimistic<'_>, BufferError<S::Error>> {
+        for _ in 0..MAX_RESTARTS {
+            match self.frames.optimistic(pid) {
+                Ok(guard) => return Ok(guard),
+                Err(FrameError::Evicted) => self.load(pid)?,
+                Err(error) => return Err(self.beyond(error)),
+            }
+        }
+        Err(BufferError::Unreadable { pid })
+    }
+
+    /// Latches page `pid` exclusively, loading it first when it is not resident: a writer
+    /// changes it in place, then marks it dirty (`mark_dirty`) before the latch drops.
+    pub fn exclusive(&self, pid: u64) -> Result<Exclusive<'_>, BufferError<S::Error>> {
+        for _ in 0..MAX_RESTARTS {
+            match self.frames.lock_exclusive(pid) {
+                Ok(held) => return Ok(held),
+                Err(FrameError::Evicted) => self.load(pid)?,
+                Err(error) => return Err(self.beyond(error)),
+            }
+        }
+        Err(BufferError::Unreadable { pid })
+    }
+
+    /// Puts a new page's `image` (checked) in page `pid`'s frame, dirty, and returns it
+    /// latched exclusively: a split's new page, not yet reachable by readers.
+    pub fn create(&self, pid: u64, image: &[u8]) -> Result<Exclusive<'_>, BufferError<S::Error>> {
+        assert_eq!(image.len(), self.page_bytes, "an image of the wrong size");
+        debug_assert!(slotted::check(image, self.page_bytes).is_ok(), "creating a bad page");
+        self.install(pid, image)?;
+        let held = self.exclusive(pid)?;
+        self.dirty.set(pid);
+        assert_eq!(&held.bytes()[..self.page_bytes], image);
+        Ok(held)
+    }
+
+    /// Marks page `pid` dirty; its caller holds it exclusively and has changed it.
+    pub fn mark_dirty(&self, pid: u64) {
+        self.dirty.set(pid);
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+    /// The dirty pages, ascending.
+    pub fn dirty_pages(&self) -> Vec<u64> {
+        self.dirty.pages()
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+    /// Copies dirty page `pid`'s image into `out` and marks it clean, both under its shared
+    /// latch (so a change after the copy sets the bit again); false, copying nothing, when
+    /// it was clean.
+    pub fn take_dirty(&self, pid: u64, out: &mut Vec<u8>) -> Result<bool, BufferError<S::Error>> {
+        if !self.dirty.is_set(pid) {
+            return Ok(false);
+        }
+        // A dirty page is never evicted, so it is resident.
+        let shared = self.frames.lock_shared(pid).map_err(|e| self.beyond(e))?;
+        if !self.dirty.clear(pid) {
+            return Ok(false);
+        }
+        out.clear();
+        out.extend_from_slice(&shared.bytes()[..self.page_bytes]);
+        debug_assert!(slotted::check(out, self.page_bytes).is_ok(), "a dirty page is not valid");
+        Ok(true)
     }
 
     /// The counters now.

@@ -135,6 +135,69 @@ pub fn get<S: PageSource>(
     })
 }
 
+#[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+/// Reads of one lookup before it is reported as a bug: each restart follows a change that
+/// a writer made while the lookup read, and writers do not change one path forever.
+const MAX_COUPLED_RESTARTS: usize = 1 << 20;
+
+#[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+/// `get` for a tree changed in place (`tree::write`): each page is validated after it is
+/// read and each parent again after its child, so a lookup that read a child while a split
+/// moved half of it elsewhere starts again from the root (the split held the parent
+/// throughout).
+pub fn get_coupled<S: PageSource>(
+    pool: &BufferPool<S>,
+    root: u64,
+    key: &[u8],
+    value: &mut Vec<u8>,
+) -> Result<Found, ReadError<S::Error>> {
+    'restart: for _ in 0..MAX_COUPLED_RESTARTS {
+        let mut parent = None;
+        let mut pid = root;
+        for _ in 0..MAX_DEPTH {
+            let guard = pool.optimistic(pid).map_err(ReadError::Page)?;
+            let view = guard.read();
+            let page = Slotted::new(&view);
+            value.clear();
+            let step = match page.kind() {
+                Some(Kind::Internal) => {
+                    page.child_index(key).and_then(|i| page.child(i)).map(Step::Down)
+                }
+                Some(Kind::Leaf) => match page.search(key) {
+                    Some(Err(_)) => Some(Step::Leaf(Found::Absent)),
+                    Some(Ok(at)) => match page.value(at) {
+                        Some(ValueAt::Inline { offset, len }) => {
+                            page.inline_into(offset, len, value).map(|()| Step::Leaf(Found::Inline))
+                        }
+                        Some(ValueAt::Overflow(overflow)) => {
+                            Some(Step::Leaf(Found::Overflow(overflow)))
+                        }
+                        None => None,
+                    },
+                    None => None,
+                },
+                None => None,
+            };
+            let parent_moved = parent
+                .as_ref()
+                .is_some_and(|p: &tierkv_io::frames::Optimistic<'_>| p.validate().is_err());
+            if guard.validate().is_err() || parent_moved {
+                continue 'restart;
+            }
+            match step {
+                None => return Err(ReadError::Page(BufferError::Unreadable { pid })),
+                Some(Step::Down(child)) => {
+                    parent = Some(guard);
+                    pid = child;
+                }
+                Some(Step::Leaf(found)) => return Ok(found),
+            }
+        }
+        return Err(ReadError::TooDeep { root });
+    }
+    Err(ReadError::Page(BufferError::Unreadable { pid: root }))
+}
+
 /// A chunk's value: bytes in the chunk's buffer, bytes of its own (a cursor's chunk), or
 /// overflow blocks.
 #[derive(Clone, Debug, PartialEq, Eq)]

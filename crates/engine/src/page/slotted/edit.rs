@@ -263,6 +263,26 @@ fn tail_len<P: PageBytes + ?Sized>(page: &P, shape: &Shape, index: usize) -> usi
     }
 }
 
+/// Bytes free between the page's slots and its heap: what changes in place may take.
+pub fn gap<P: PageBytes + ?Sized>(page: &P) -> usize {
+    Shape::of(page).gap()
+}
+
+/// Bytes a put of `key` with `value` takes from the gap when it goes in place (a new slot
+/// and a new entry, at most), or `None` when the key does not start with the page's prefix
+/// (the put lays the page out again).
+pub fn put_bytes<P: PageBytes + ?Sized>(
+    page: &P,
+    key: &[u8],
+    value: ValueRef<'_>,
+) -> Option<usize> {
+    let shape = Shape::of(page);
+    let shares = shape.prefix_len <= key.len()
+        && page.compare_at(HEADER_BYTES, shape.prefix_len, &key[..shape.prefix_len])
+            == Some(std::cmp::Ordering::Equal);
+    shares.then(|| SLOT_BYTES + key.len() - shape.prefix_len + Tail::leaf(value).len())
+}
+
 /// Bytes the page's live entries take laid out again: header, prefix, slots and entries.
 pub fn live_bytes<P: PageBytes + ?Sized>(page: &P) -> usize {
     let shape = Shape::of(page);

@@ -1,0 +1,98 @@
+//! Which pages are dirty: changed in their frames since their image was last taken for the
+//! block store. One bit per page id, in chunks made on first use, so a store pays for the
+//! ids it uses; setting a bit that is set already writes nothing.
+//!
+//! The protocol with the frame latches: a writer sets a page's bit while it holds the page
+//! exclusively, after changing it; write-back clears the bit and copies the image under the
+//! page's shared latch. So a change is in the copy, or its bit is set again after it.
+//!
+//! Must never: report a page clean whose change was not in an image taken after it.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Page ids per chunk of bits (8 KiB of bits).
+const CHUNK_PIDS: u64 = 1 << 16;
+
+/// One bit per page id: dirty or not.
+pub struct DirtyMap {
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Chunks made, for the memory they count.
+    made: AtomicUsize,
+}
+
+impl std::fmt::Debug for DirtyMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirtyMap").field("chunks", &self.made.load(Ordering::Relaxed)).finish()
+    }
+}
+
+impl DirtyMap {
+    /// A map for page ids below `pages`, all clean.
+    pub fn new(pages: u64) -> DirtyMap {
+        let count = pages.div_ceil(CHUNK_PIDS) as usize;
+        DirtyMap {
+            chunks: (0..count).map(|_| OnceLock::new()).collect(),
+            made: AtomicUsize::new(0),
+        }
+    }
+
+    fn word(&self, pid: u64, make: bool) -> Option<(&AtomicU64, u64)> {
+        let chunk = self.chunks.get((pid / CHUNK_PIDS) as usize)?;
+        let words = if make {
+            chunk.get_or_init(|| {
+                self.made.fetch_add(1, Ordering::Relaxed);
+                (0..CHUNK_PIDS / 64).map(|_| AtomicU64::new(0)).collect()
+            })
+        } else {
+            chunk.get()?
+        };
+        let within = pid % CHUNK_PIDS;
+        Some((&words[(within / 64) as usize], 1 << (within % 64)))
+    }
+
+    /// Marks `pid` dirty (its writer holds it exclusively).
+    pub fn set(&self, pid: u64) {
+        let (word, bit) = self.word(pid, true).expect("invariant: a page id inside the frames");
+        if word.load(Ordering::Relaxed) & bit == 0 {
+            word.fetch_or(bit, Ordering::Relaxed);
+        }
+        debug_assert!(self.is_set(pid));
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+    /// Marks `pid` clean; whether it was dirty.
+    pub fn clear(&self, pid: u64) -> bool {
+        let Some((word, bit)) = self.word(pid, false) else { return false };
+        word.fetch_and(!bit, Ordering::Relaxed) & bit != 0
+    }
+
+    /// Whether `pid` is dirty.
+    pub fn is_set(&self, pid: u64) -> bool {
+        self.word(pid, false).is_some_and(|(word, bit)| word.load(Ordering::Relaxed) & bit != 0)
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+    /// The dirty page ids, ascending.
+    pub fn pages(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (index, chunk) in self.chunks.iter().enumerate() {
+            let Some(words) = chunk.get() else { continue };
+            for (at, word) in words.iter().enumerate() {
+                let mut bits = word.load(Ordering::Relaxed);
+                while bits != 0 {
+                    let bit = u64::from(bits.trailing_zeros());
+                    out.push(index as u64 * CHUNK_PIDS + at as u64 * 64 + bit);
+                    bits &= bits - 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Bytes the map takes.
+    pub fn bytes(&self) -> usize {
+        self.chunks.len() * std::mem::size_of::<OnceLock<Box<[AtomicU64]>>>()
+            + self.made.load(Ordering::Relaxed) * (CHUNK_PIDS / 8) as usize
+    }
+}

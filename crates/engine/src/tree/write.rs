@@ -1,0 +1,355 @@
+//! Changes to the tree in place, in its frames (issue 26; the engine does not use it yet):
+//! a batch latches its leaves, has the log number it, records each key's before-image,
+//! and changes the leaves where they lie; a leaf without room is split first, as a
+//! structure change of its own.
+//!
+//! **Batches.** [`Writer::apply`] takes changes sorted by key, each key once. It finds each
+//! change's leaf (optimistic reads of the internal pages), latches the leaves exclusively
+//! in key order (so two batches never wait on each other in a cycle), and checks that every
+//! leaf has room for all of its changes: from the free bytes between its slots and its heap
+//! when that is plain, else by making the changes on a copy. Only then does the log number
+//! the batch (`number`), so that the changes of one leaf, and so of one key, are numbered in
+//! the order they are made, and a failed batch has changed nothing. Each change's
+//! before-image goes to `record` before the leaf changes; the leaf takes the batch's LSN
+//! and is marked dirty (`BufferPool::mark_dirty`) before its latch drops.
+//!
+//! **Structure changes.** Batches share the `structure` lock; a split takes it alone, so
+//! no batch holds a leaf while the internal pages change and the internal pages a batch
+//! reads stay as they are while it holds its leaves. A split latches the path from the root
+//! to the full leaf, cuts the leaf in two ([`edit::split`]: the left half stays at its id,
+//! the right one is a new page from `Space`), and adds the separator to the parent, which
+//! may split in turn, up to the root. The root keeps its id: a root that splits moves its
+//! two halves to new pages and becomes their parent. Every page changed is marked dirty;
+//! write-back writes a split's pages in one atomic group (not yet built).
+//!
+//! **Readers** go down without any lock, validating each page after reading it and each
+//! parent again after reading its child ([`super::read::get_coupled`]): a split latches the
+//! parent before it changes the child and releases it after, so a reader that read the
+//! child's new halves finds its parent changed, and starts again.
+//!
+//! Pages are not merged: a leaf left empty by deletes stays in the tree, and readers and
+//! scans step over it.
+//!
+//! Must never: change a leaf before the log numbered the change and the before-image was
+//! recorded; leave a page `check` refuses; lose a key in a split; change anything in a
+//! batch that fails.
+
+use std::sync::{PoisonError, RwLock};
+
+use tierkv_io::frames::Exclusive;
+
+use super::read::{ReadError, MAX_DEPTH};
+use crate::buffer::{BufferError, BufferPool, PageSource};
+use crate::page::slotted::edit::{self, NoRoom, ValueRef};
+use crate::page::slotted::{self, Kind, Slotted};
+
+/// Where a split's new pages get their ids.
+pub trait Space {
+    /// A page id no page of the tree has.
+    fn allocate(&self) -> u64;
+}
+
+/// One change of a batch: a key and its new value, or `None` to remove it.
+pub type Op<'a> = (&'a [u8], Option<ValueRef<'a>>);
+
+/// Why a batch failed; it changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError<E, N> {
+    /// A page could not be read.
+    #[error("{0}")]
+    Read(ReadError<E>),
+    /// The log would not number the batch.
+    #[error("{0}")]
+    Number(N),
+    /// A leaf cannot be split to make room: one entry fills it.
+    #[error("page {pid} holds one entry and a change of it does not fit: {no_room}")]
+    TooLarge {
+        /// The leaf.
+        pid: u64,
+        /// What did not fit.
+        no_room: NoRoom,
+    },
+}
+
+impl<E, N> From<BufferError<E>> for WriteError<E, N> {
+    fn from(error: BufferError<E>) -> Self {
+        WriteError::Read(ReadError::Page(error))
+    }
+}
+
+/// The most splits one batch makes before it gives up (each halves a leaf the batch needs
+/// room in, so a real batch needs a few).
+const MAX_SPLITS: usize = 64;
+
+/// Changes a tree in place (see the module header).
+#[derive(Debug, Default)]
+pub struct Writer {
+    /// Shared by batches, held alone by a split.
+    structure: RwLock<()>,
+}
+
+/// The leaves of a batch, latched, each with the range of its changes.
+struct Held<'p> {
+    leaf: Exclusive<'p>,
+    ops: std::ops::Range<usize>,
+}
+
+impl Writer {
+    /// A writer.
+    pub fn new() -> Writer {
+        Writer::default()
+    }
+
+    /// Applies `ops` (sorted by key, no key twice) to the tree under `root` as one batch:
+    /// numbered by `number` once every leaf has room, each key's before-image given to
+    /// `record(key, lsn, before)` before its leaf changes. Returns the batch's LSN.
+    pub fn apply<S: PageSource, N>(
+        &self,
+        pool: &BufferPool<S>,
+        space: &dyn Space,
+        root: u64,
+        ops: &[Op<'_>],
+        number: impl FnOnce() -> Result<u64, N>,
+        mut record: impl FnMut(&[u8], u64, Option<ValueRef<'_>>),
+    ) -> Result<u64, WriteError<S::Error, N>> {
+        assert!(ops.windows(2).all(|w| w[0].0 < w[1].0), "a batch's keys are sorted and distinct");
+        assert!(!ops.is_empty(), "an empty batch");
+        let page_bytes = pool_page_bytes(pool);
+        let mut number = Some(number);
+        for _ in 0..=MAX_SPLITS {
+            let shared = self.structure.read().unwrap_or_else(PoisonError::into_inner);
+            let mut held: Vec<Held<'_>> = Vec::new();
+            for (at, (key, _)) in ops.iter().enumerate() {
+                let pid = leaf_for(pool, root, key, held.last().map(|h| h.leaf.pid()))?;
+                match held.last_mut() {
+                    Some(last) if last.leaf.pid() == pid => last.ops.end = at + 1,
+                    _ => {
+                        let leaf = pool.exclusive(pid)?;
+                        held.push(Held { leaf, ops: at..at + 1 });
+                    }
+                }
+            }
+            let full = held.iter().find_map(|h| {
+                let page = &h.leaf.bytes()[..page_bytes];
+                (!fits(page, &ops[h.ops.clone()])).then(|| (h.leaf.pid(), ops[h.ops.start].0))
+            });
+            if let Some((pid, key)) = full {
+                drop(held);
+                drop(shared);
+                self.split_for(pool, space, root, key, pid)?;
+                continue;
+            }
+            let lsn =
+                (number.take().expect("invariant: numbered once"))().map_err(WriteError::Number)?;
+            for Held { leaf, ops: range } in &mut held {
+                for (key, change) in &ops[range.clone()] {
+                    {
+                        let page = Slotted::new(&leaf.bytes()[..page_bytes]);
+                        let before = match page.search(key).expect("invariant: a latched leaf") {
+                            Ok(at) => Some(value_ref(&leaf.bytes()[..page_bytes], at)),
+                            Err(_) => None,
+                        };
+                        record(key, lsn, before);
+                    }
+                    let mut frame = leaf.write();
+                    match change {
+                        Some(value) => {
+                            let put = edit::put_leaf(&mut frame, key, *value);
+                            assert!(put.is_ok(), "a leaf checked for room had none: {put:?}");
+                        }
+                        None => {
+                            edit::remove(&mut frame, key);
+                        }
+                    }
+                }
+                let old = Slotted::new(&leaf.bytes()[..page_bytes]).lsn().expect("an LSN");
+                edit::set_lsn(&mut leaf.write(), old.max(lsn));
+                pool.mark_dirty(leaf.pid());
+                debug_assert_eq!(
+                    slotted::check(&leaf.bytes()[..page_bytes], page_bytes),
+                    Ok(Kind::Leaf)
+                );
+            }
+            return Ok(lsn);
+        }
+        let pid = root;
+        Err(WriteError::TooLarge { pid, no_room: NoRoom { needed: page_bytes + 1, page_bytes } })
+    }
+
+    /// Splits the leaf that holds `key` (page `pid` when the batch looked), and up the
+    /// path as far as the separators need room, with the structure lock held alone.
+    fn split_for<S: PageSource, N>(
+        &self,
+        pool: &BufferPool<S>,
+        space: &dyn Space,
+        root: u64,
+        key: &[u8],
+        pid: u64,
+    ) -> Result<(), WriteError<S::Error, N>> {
+        let _alone = self.structure.write().unwrap_or_else(PoisonError::into_inner);
+        let page_bytes = pool_page_bytes(pool);
+        // No batch runs: the path is latched from the root down with no one to wait for
+        // but readers, who only read.
+        let mut path: Vec<Exclusive<'_>> = vec![pool.exclusive(root)?];
+        loop {
+            let page = Slotted::new(&path.last().expect("a page").bytes()[..page_bytes]);
+            match page.kind().expect("invariant: a checked page") {
+                Kind::Leaf => break,
+                Kind::Internal => {
+                    let child = page.child(page.child_index(key).expect("routes")).expect("child");
+                    if path.len() == MAX_DEPTH {
+                        return Err(WriteError::Read(ReadError::TooDeep { root }));
+                    }
+                    path.push(pool.exclusive(child)?);
+                }
+            }
+        }
+        let leaf = path.last().expect("a leaf");
+        let count = Slotted::new(&leaf.bytes()[..page_bytes]).count().expect("a count");
+        if count < 2 {
+            let needed = edit::live_bytes(&leaf.bytes()[..page_bytes]);
+            return Err(WriteError::TooLarge {
+                pid: leaf.pid().max(pid),
+                no_room: NoRoom { needed, page_bytes },
+            });
+        }
+        // Bottom up: split the page, hand its separator to the parent, until one takes it.
+        let mut created: Vec<Exclusive<'_>> = Vec::new();
+        let mut carry: Option<(Vec<u8>, u64)> = None;
+        let depth = path.len();
+        for level in (0..depth).rev() {
+            let page = &mut path[level];
+            if let Some((separator, child)) = &carry {
+                if edit::put_separator(&mut page.write(), separator, *child).is_ok() {
+                    pool.mark_dirty(page.pid());
+                    carry = None;
+                    break;
+                }
+            }
+            let page_count = Slotted::new(&page.bytes()[..page_bytes]).count().expect("a count");
+            if level + 1 < depth && page_count < 3 {
+                // An internal page of two separators with no room for a third: keys this
+                // long are refused before they get here (`Options::max_key_bytes`).
+                let needed = edit::live_bytes(&page.bytes()[..page_bytes]);
+                return Err(WriteError::TooLarge {
+                    pid: page.pid(),
+                    no_room: NoRoom { needed, page_bytes },
+                });
+            }
+            if level == 0 {
+                split_root(pool, space, page, carry.take(), &mut created)?;
+                break;
+            }
+            let right_id = space.allocate();
+            let split = edit::split(&page.bytes()[..page_bytes], right_id);
+            let mut right = pool.create(right_id, &split.right)?;
+            page.write().put_all(&split.left);
+            pool.mark_dirty(page.pid());
+            if let Some((separator, child)) = carry.take() {
+                // The separator the page had no room for goes to the half it belongs in.
+                let half = if separator < split.separator { page.write() } else { right.write() };
+                put_separator_fits(half, &separator, child);
+            }
+            created.push(right);
+            carry = Some((split.separator, right_id));
+        }
+        assert!(carry.is_none(), "a separator was left without a parent");
+        drop(created);
+        drop(path);
+        Ok(())
+    }
+}
+
+/// Splits the root in place: its two halves go to new pages, and the root becomes an
+/// internal page over them (so the root's id never changes). `carry`, a separator its
+/// child's split left, goes to the half it belongs in.
+fn split_root<'p, S: PageSource, N>(
+    pool: &'p BufferPool<S>,
+    space: &dyn Space,
+    root: &mut Exclusive<'p>,
+    carry: Option<(Vec<u8>, u64)>,
+    created: &mut Vec<Exclusive<'p>>,
+) -> Result<(), WriteError<S::Error, N>> {
+    let page_bytes = pool_page_bytes(pool);
+    let lsn = Slotted::new(&root.bytes()[..page_bytes]).lsn().expect("an LSN");
+    let (left_id, right_id) = (space.allocate(), space.allocate());
+    let split = edit::split(&root.bytes()[..page_bytes], right_id);
+    let mut left = pool.create(left_id, &split.left)?;
+    let mut right = pool.create(right_id, &split.right)?;
+    if let Some((separator, child)) = carry {
+        let half = if separator < split.separator { left.write() } else { right.write() };
+        put_separator_fits(half, &separator, child);
+    }
+    let image = slotted::encode_internal(left_id, &[(split.separator, right_id)], lsn, page_bytes);
+    root.write().put_all(&image);
+    pool.mark_dirty(root.pid());
+    created.extend([left, right]);
+    Ok(())
+}
+
+/// Adds a separator to half of a page just split, which has room for it.
+fn put_separator_fits(mut half: tierkv_io::frames::FrameWrite<'_>, separator: &[u8], child: u64) {
+    let put = edit::put_separator(&mut half, separator, child);
+    assert!(put.is_ok(), "half a split page has no room for one separator: {put:?}");
+}
+
+fn pool_page_bytes<S: PageSource>(pool: &BufferPool<S>) -> usize {
+    pool.page_bytes()
+}
+
+/// The leaf whose keys `key` falls among, under `root`: optimistic reads of the internal
+/// pages (a batch holds the structure lock shared, so they do not change while it runs). A
+/// page the batch holds already (`held`) is a leaf: it is not read again.
+fn leaf_for<S: PageSource, N>(
+    pool: &BufferPool<S>,
+    root: u64,
+    key: &[u8],
+    held: Option<u64>,
+) -> Result<u64, WriteError<S::Error, N>> {
+    let mut pid = root;
+    for _ in 0..MAX_DEPTH {
+        if Some(pid) == held {
+            return Ok(pid);
+        }
+        let child = pool.read(pid, |page| match page.kind()? {
+            Kind::Leaf => Some(None),
+            Kind::Internal => Some(Some(page.child(page.child_index(key)?)?)),
+        })?;
+        match child {
+            Some(child) => pid = child,
+            None => return Ok(pid),
+        }
+    }
+    Err(WriteError::Read(ReadError::TooDeep { root }))
+}
+
+/// Whether a leaf has room for all of `ops`: plainly, when every put shares its prefix and
+/// the gap takes them all; else by making them on a copy.
+fn fits(page: &[u8], ops: &[Op<'_>]) -> bool {
+    let needed = ops.iter().try_fold(0usize, |sum, (key, change)| match change {
+        Some(value) => edit::put_bytes(page, key, *value).map(|bytes| sum + bytes),
+        None => Some(sum),
+    });
+    if needed.is_some_and(|needed| needed <= edit::gap(page)) {
+        return true;
+    }
+    let mut copy = page.to_vec();
+    ops.iter().all(|(key, change)| match change {
+        Some(value) => edit::put_leaf(&mut copy[..], key, *value).is_ok(),
+        None => {
+            edit::remove(&mut copy[..], key);
+            true
+        }
+    })
+}
+
+/// A leaf's value at slot `at`, borrowed from the page.
+fn value_ref(page: &[u8], at: usize) -> ValueRef<'_> {
+    match Slotted::new(page).value(at).expect("invariant: a checked leaf's value") {
+        slotted::ValueAt::Inline { offset, len } => ValueRef::Inline(&page[offset..offset + len]),
+        slotted::ValueAt::Overflow(overflow) => ValueRef::Overflow(overflow),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,320 @@
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::*;
+use crate::page::slotted::{decode_internal, decode_leaf, encode_leaf};
+use crate::page::{OverflowRef, Value};
+use crate::tree::read::{get_coupled, Found};
+
+const PAGE: usize = 4096;
+const ROOT: u64 = 1;
+
+/// Pages only ever created in the frames: nothing is read from below.
+struct NoSource;
+
+impl PageSource for NoSource {
+    type Error = Infallible;
+    fn read_page(&self, pid: u64) -> Result<Vec<u8>, Infallible> {
+        panic!("page {pid} read from below: every page of these tests is resident")
+    }
+    fn evicted(&self, pid: u64, _: &[u8]) {
+        panic!("page {pid} evicted: the budget holds every page")
+    }
+    fn installed(&self, _: u64, _: &[u8]) {}
+    fn discarded(&self, _: u64) {}
+}
+
+struct Ids(AtomicU64);
+
+impl Space for Ids {
+    fn allocate(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+fn empty_tree() -> (BufferPool<NoSource>, Ids) {
+    let pool = BufferPool::new(1 << 16, PAGE, 1 << 30, NoSource).expect("pool");
+    pool.install(ROOT, &encode_leaf(&[], 0, 0, PAGE)).expect("root");
+    (pool, Ids(AtomicU64::new(ROOT + 1)))
+}
+
+/// Every entry, by following the leaves' links from the leftmost leaf; and checks every
+/// page on the way (each passes `check`, and the leaves' keys ascend across links).
+fn scan(pool: &BufferPool<NoSource>) -> Vec<(Vec<u8>, Value)> {
+    let image = |pid: u64| {
+        pool.read(pid, |page| {
+            let mut out = vec![0u8; PAGE];
+            page.bytes().copy_to(0, &mut out)?;
+            Some(out)
+        })
+        .expect("resident")
+    };
+    let mut pid = ROOT;
+    loop {
+        let page = image(pid);
+        assert!(slotted::check(&page, PAGE).is_ok(), "page {pid}");
+        match Slotted::new(&page[..]).kind() {
+            Some(Kind::Internal) => pid = decode_internal(&page[..]).expect("internal").0,
+            _ => break,
+        }
+    }
+    let mut out: Vec<(Vec<u8>, Value)> = Vec::new();
+    while pid != 0 {
+        let page = image(pid);
+        assert_eq!(slotted::check(&page, PAGE), Ok(Kind::Leaf), "leaf {pid}");
+        for (key, value) in decode_leaf(&page).expect("leaf") {
+            assert!(out.last().is_none_or(|(last, _)| last[..] < key[..]), "keys out of order");
+            out.push((key.to_vec(), value));
+        }
+        pid = Slotted::new(&page[..]).link().expect("link");
+    }
+    out
+}
+
+fn value_of(seed: u64, len: usize) -> Value {
+    if len == 0 {
+        Value::Overflow(OverflowRef { len: 5000, first: seed + 1, blocks: 2 })
+    } else {
+        Value::inline(vec![seed as u8; len])
+    }
+}
+
+/// Batches of puts and deletes, with values from a few bytes to a quarter page, grow the
+/// tree through leaf, internal and root splits; after each, every key reads back by a
+/// coupled lookup, a walk of the leaves' links finds exactly the model's entries, each
+/// change's before-image is the model's old value, and the LSN numbers the batch.
+#[test]
+fn batches_in_place_match_a_sorted_map_through_every_kind_of_split() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let mut rng = fastrand::Rng::with_seed(26);
+    let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
+    let mut lsn = 0;
+    for _ in 0..2000 {
+        let mut batch: BTreeMap<Vec<u8>, Option<Value>> = BTreeMap::new();
+        for _ in 0..rng.usize(1..12) {
+            let key = format!("key{:05}", rng.u32(..20_000)).into_bytes();
+            let change =
+                (rng.u8(..5) > 0).then(|| value_of(lsn, [0, 10, 100, 400, 1024][rng.usize(..5)]));
+            batch.insert(key, change);
+        }
+        let ops: Vec<Op<'_>> =
+            batch.iter().map(|(k, v)| (&k[..], v.as_ref().map(ValueRef::from))).collect();
+        let mut befores = Vec::new();
+        let numbered = writer
+            .apply(
+                &pool,
+                &ids,
+                ROOT,
+                &ops,
+                || Ok::<_, Infallible>(lsn + 1),
+                |key, at, before| {
+                    befores.push((
+                        key.to_vec(),
+                        at,
+                        before.map(|b| match b {
+                            ValueRef::Inline(bytes) => Value::inline(bytes.to_vec()),
+                            ValueRef::Overflow(overflow) => Value::Overflow(overflow),
+                        }),
+                    ));
+                },
+            )
+            .expect("apply");
+        lsn += 1;
+        assert_eq!(numbered, lsn);
+        let expected: Vec<_> =
+            batch.keys().map(|k| (k.clone(), lsn, model.get(k).cloned())).collect();
+        assert_eq!(befores, expected);
+        for (key, change) in batch {
+            match change {
+                Some(value) => model.insert(key, value),
+                None => model.remove(&key),
+            };
+        }
+    }
+    let entries = scan(&pool);
+    assert_eq!(entries, model.clone().into_iter().collect::<Vec<_>>());
+    assert!(ids.0.load(Ordering::Relaxed) > 100, "the tree grew to more than a few pages");
+    // Three levels: an internal root split once it was an internal page itself.
+    let first_child = |pid: u64| {
+        pool.read(pid, |page| match page.kind()? {
+            Kind::Internal => Some(Some(page.child(0)?)),
+            Kind::Leaf => Some(None),
+        })
+        .expect("read")
+    };
+    let below = first_child(ROOT).expect("the root is internal");
+    assert!(first_child(below).is_some(), "the root's children are internal pages");
+    let mut value = Vec::new();
+    for probe in 0..20_000u32 {
+        let key = format!("key{probe:05}").into_bytes();
+        let found = get_coupled(&pool, ROOT, &key, &mut value).expect("read");
+        match model.get(&key) {
+            Some(Value::Inline(bytes)) => {
+                assert_eq!((found, &value[..]), (Found::Inline, &bytes[..]))
+            }
+            Some(Value::Overflow(overflow)) => assert_eq!(found, Found::Overflow(*overflow)),
+            None => assert_eq!(found, Found::Absent),
+        }
+    }
+    // Every page changed is dirty; taking one cleans it; a change dirties it again.
+    let dirty = pool.dirty_pages();
+    assert_eq!(dirty.len() as u64, ids.0.load(Ordering::Relaxed) - 1, "every page was changed");
+    let mut image = Vec::new();
+    assert!(pool.take_dirty(ROOT, &mut image).expect("take"));
+    assert!(!pool.take_dirty(ROOT, &mut image).expect("take"), "clean once taken");
+    assert_eq!(slotted::check(&image, PAGE), Ok(Kind::Internal));
+}
+
+/// A batch that fails to be numbered changes nothing and records nothing.
+#[test]
+fn a_batch_the_log_refuses_changes_nothing() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let value = Value::inline(vec![1; 100]);
+    let ops = [(&b"a"[..], Some(ValueRef::from(&value)))];
+    let result = writer.apply(
+        &pool,
+        &ids,
+        ROOT,
+        &ops,
+        || Err::<u64, _>("log full"),
+        |_, _, _| panic!("recorded before the log numbered the batch"),
+    );
+    assert!(matches!(result, Err(WriteError::Number("log full"))));
+    assert!(scan(&pool).is_empty());
+    assert!(pool.dirty_pages().is_empty());
+}
+
+/// A leaf of one entry that cannot take a second is an error, not a loop or a panic.
+#[test]
+fn an_entry_too_large_to_share_a_leaf_is_refused() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let big = Value::inline(vec![7; PAGE / 4]);
+    let long = |c: u8| vec![c; 2900];
+    let (first, second) = (long(b'a'), long(b'b'));
+    let put = |key: &[u8]| {
+        writer.apply(
+            &pool,
+            &ids,
+            ROOT,
+            &[(key, Some(ValueRef::from(&big)))],
+            || Ok::<_, Infallible>(1),
+            |_, _, _| {},
+        )
+    };
+    put(&first).expect("one entry fits");
+    let error = put(&second).expect_err("two do not");
+    assert!(matches!(error, WriteError::TooLarge { pid: ROOT, .. }), "{error}");
+    assert_eq!(scan(&pool).len(), 1);
+}
+
+/// Writers change disjoint keys in batches, their values growing so that leaves split,
+/// while readers look keys up: every key is there all along (a lookup that read half of a
+/// leaf being split would miss it), every value a reader finds is one its key was given
+/// (never another key's, never torn), and the tree ends holding every writer's last values.
+#[test]
+fn readers_find_whole_values_while_writers_split_the_tree() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let lsn = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    let finals: Mutex<BTreeMap<Vec<u8>, Vec<u8>>> = Mutex::new(BTreeMap::new());
+    let value_for = |key: &[u8], round: u32| {
+        let mut value = key.to_vec();
+        value.extend_from_slice(&round.to_le_bytes());
+        value.resize(20 + round as usize / 8, b'.');
+        value
+    };
+    // Every key, with a small value, before the threads start.
+    let all: Vec<Vec<u8>> = (0..2000u32)
+        .flat_map(|n| (0..2u32).map(move |t| format!("k{n:04}-{t}").into_bytes()))
+        .collect();
+    for key in &all {
+        let value = value_for(key, 0);
+        writer
+            .apply(
+                &pool,
+                &ids,
+                ROOT,
+                &[(&key[..], Some(ValueRef::Inline(&value)))],
+                || Ok::<_, Infallible>(1),
+                |_, _, _| {},
+            )
+            .expect("load");
+    }
+    let loaded = ids.0.load(Ordering::Relaxed);
+    std::thread::scope(|scope| {
+        for thread in 0..2u32 {
+            let (pool, ids, writer, lsn, done, finals) =
+                (&pool, &ids, &writer, &lsn, &done, &finals);
+            scope.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(u64::from(thread));
+                let mut mine = BTreeMap::new();
+                for round in 0..1500u32 {
+                    let mut keys: Vec<Vec<u8>> = (0..rng.usize(1..6))
+                        .map(|_| format!("k{:04}-{thread}", rng.u32(..2000)).into_bytes())
+                        .collect();
+                    keys.sort();
+                    keys.dedup();
+                    let values: Vec<Vec<u8>> = keys.iter().map(|k| value_for(k, round)).collect();
+                    let ops: Vec<Op<'_>> = keys
+                        .iter()
+                        .zip(&values)
+                        .map(|(k, v)| (&k[..], Some(ValueRef::Inline(v))))
+                        .collect();
+                    writer
+                        .apply(
+                            pool,
+                            ids,
+                            ROOT,
+                            &ops,
+                            || Ok::<_, Infallible>(lsn.fetch_add(1, Ordering::Relaxed) + 1),
+                            |_, _, _| {},
+                        )
+                        .expect("apply");
+                    for (key, value) in keys.into_iter().zip(values) {
+                        mine.insert(key, value);
+                    }
+                }
+                finals.lock().expect("lock").extend(mine);
+                done.fetch_add(1, Ordering::Release);
+            });
+        }
+        for seed in 10..12u64 {
+            let (pool, done) = (&pool, &done);
+            scope.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(seed);
+                let mut value = Vec::new();
+                let mut found = 0;
+                while done.load(Ordering::Acquire) < 2 {
+                    let key = format!("k{:04}-{}", rng.u32(..2000), rng.u32(..2)).into_bytes();
+                    match get_coupled(pool, ROOT, &key, &mut value).expect("read") {
+                        Found::Inline => {
+                            assert!(value.starts_with(&key), "{key:?} read another key's value");
+                            let round = u32::from_le_bytes(
+                                value[key.len()..key.len() + 4].try_into().expect("round"),
+                            );
+                            assert_eq!(value, value_for(&key, round), "a torn value");
+                            found += 1;
+                        }
+                        Found::Absent => panic!("{key:?} went missing"),
+                        Found::Overflow(_) => panic!("no overflow values here"),
+                    }
+                }
+                assert!(found > 0, "the readers found nothing");
+            });
+        }
+    });
+    let mut expected: BTreeMap<Vec<u8>, Vec<u8>> =
+        all.iter().map(|k| (k.clone(), value_for(k, 0))).collect();
+    expected.extend(finals.into_inner().expect("lock"));
+    let expected: Vec<(Vec<u8>, Value)> =
+        expected.into_iter().map(|(k, v)| (k, Value::inline(v))).collect();
+    assert_eq!(scan(&pool), expected);
+    let during = ids.0.load(Ordering::Relaxed) - loaded;
+    assert!(during > 50, "{during} pages made while readers read");
+}

@@ -586,23 +586,39 @@ impl<S: PageSource> BufferPool<S> {
         self.dirty.pages()
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
-    /// Copies dirty page `pid`'s image into `out` and marks it clean, both under its shared
-    /// latch (so a change after the copy sets the bit again); false, copying nothing, when
-    /// it was clean.
-    pub fn take_dirty(&self, pid: u64, out: &mut Vec<u8>) -> Result<bool, BufferError<S::Error>> {
+    /// Copies dirty page `pid`'s image into `out`, under its shared latch; returns the
+    /// frame's version it copied, or `None` (nothing copied) when the page is clean. The
+    /// page stays dirty, and so resident, until `clean_if_unchanged` says otherwise once
+    /// the copy is durable.
+    pub fn copy_dirty(
+        &self,
+        pid: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<u64>, BufferError<S::Error>> {
         if !self.dirty.is_set(pid) {
-            return Ok(false);
+            return Ok(None);
         }
         // A dirty page is never evicted, so it is resident.
         let shared = self.frames.lock_shared(pid).map_err(|e| self.beyond(e))?;
-        if !self.dirty.clear(pid) {
-            return Ok(false);
-        }
+        let version = self.frames.version(pid).map_err(|e| self.beyond(e))?;
         out.clear();
         out.extend_from_slice(&shared.bytes()[..self.page_bytes]);
         debug_assert!(slotted::check(out, self.page_bytes).is_ok(), "a dirty page is not valid");
-        Ok(true)
+        assert!(self.dirty.is_set(pid), "a page turned clean while its copy was taken");
+        Ok(Some(version))
+    }
+
+    /// Marks page `pid` clean if no writer changed it since `copy_dirty` copied it at
+    /// `version` (checked and cleared under its shared latch, so no change slips between);
+    /// whether it did.
+    pub fn clean_if_unchanged(&self, pid: u64, version: u64) -> bool {
+        let Ok(_shared) = self.frames.lock_shared(pid) else { return false };
+        if self.frames.version(pid) != Ok(version) {
+            return false;
+        }
+        let cleaned = self.dirty.clear(pid);
+        debug_assert!(!self.dirty.is_set(pid));
+        cleaned
     }
 
     /// The counters now.

@@ -14,9 +14,19 @@ use std::sync::OnceLock;
 /// Page ids per chunk of bits (8 KiB of bits).
 const CHUNK_PIDS: u64 = 1 << 16;
 
-/// One bit per page id: dirty or not.
+/// Chunks under one entry of the top level.
+const FANOUT: usize = 256;
+
+type Chunk = Box<[AtomicU64]>;
+type Middle = Box<[OnceLock<Chunk>]>;
+
+/// One bit per page id: dirty or not. Two levels of tables above the chunks of bits, each
+/// made on first use, so a store of a few pages pays a few hundred bytes, whatever the ids
+/// its frames could address.
 pub struct DirtyMap {
-    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    top: Box<[OnceLock<Middle>]>,
+    /// Middle tables made, for the memory they count.
+    middles: AtomicUsize,
     /// Chunks made, for the memory they count.
     made: AtomicUsize,
 }
@@ -30,22 +40,33 @@ impl std::fmt::Debug for DirtyMap {
 impl DirtyMap {
     /// A map for page ids below `pages`, all clean.
     pub fn new(pages: u64) -> DirtyMap {
-        let count = pages.div_ceil(CHUNK_PIDS) as usize;
+        let chunks = pages.div_ceil(CHUNK_PIDS) as usize;
         DirtyMap {
-            chunks: (0..count).map(|_| OnceLock::new()).collect(),
+            top: (0..chunks.div_ceil(FANOUT)).map(|_| OnceLock::new()).collect(),
+            middles: AtomicUsize::new(0),
             made: AtomicUsize::new(0),
         }
     }
 
     fn word(&self, pid: u64, make: bool) -> Option<(&AtomicU64, u64)> {
-        let chunk = self.chunks.get((pid / CHUNK_PIDS) as usize)?;
+        let chunk = (pid / CHUNK_PIDS) as usize;
+        let middle = self.top.get(chunk / FANOUT)?;
+        let middle = if make {
+            middle.get_or_init(|| {
+                self.middles.fetch_add(1, Ordering::Relaxed);
+                (0..FANOUT).map(|_| OnceLock::new()).collect()
+            })
+        } else {
+            middle.get()?
+        };
+        let slot = &middle[chunk % FANOUT];
         let words = if make {
-            chunk.get_or_init(|| {
+            slot.get_or_init(|| {
                 self.made.fetch_add(1, Ordering::Relaxed);
                 (0..CHUNK_PIDS / 64).map(|_| AtomicU64::new(0)).collect()
             })
         } else {
-            chunk.get()?
+            slot.get()?
         };
         let within = pid % CHUNK_PIDS;
         Some((&words[(within / 64) as usize], 1 << (within % 64)))
@@ -76,14 +97,17 @@ impl DirtyMap {
     /// The dirty page ids, ascending.
     pub fn pages(&self) -> Vec<u64> {
         let mut out = Vec::new();
-        for (index, chunk) in self.chunks.iter().enumerate() {
-            let Some(words) = chunk.get() else { continue };
-            for (at, word) in words.iter().enumerate() {
-                let mut bits = word.load(Ordering::Relaxed);
-                while bits != 0 {
-                    let bit = u64::from(bits.trailing_zeros());
-                    out.push(index as u64 * CHUNK_PIDS + at as u64 * 64 + bit);
-                    bits &= bits - 1;
+        for (high, middle) in self.top.iter().enumerate() {
+            let Some(middle) = middle.get() else { continue };
+            for (low, chunk) in middle.iter().enumerate() {
+                let Some(words) = chunk.get() else { continue };
+                let first = (high * FANOUT + low) as u64 * CHUNK_PIDS;
+                for (at, word) in words.iter().enumerate() {
+                    let mut bits = word.load(Ordering::Relaxed);
+                    while bits != 0 {
+                        out.push(first + at as u64 * 64 + u64::from(bits.trailing_zeros()));
+                        bits &= bits - 1;
+                    }
                 }
             }
         }
@@ -92,7 +116,12 @@ impl DirtyMap {
 
     /// Bytes the map takes.
     pub fn bytes(&self) -> usize {
-        self.chunks.len() * std::mem::size_of::<OnceLock<Box<[AtomicU64]>>>()
+        let slot = std::mem::size_of::<OnceLock<Middle>>();
+        self.top.len() * slot
+            + self.middles.load(Ordering::Relaxed) * FANOUT * std::mem::size_of::<OnceLock<Chunk>>()
             + self.made.load(Ordering::Relaxed) * (CHUNK_PIDS / 8) as usize
     }
 }
+
+#[cfg(test)]
+mod tests;

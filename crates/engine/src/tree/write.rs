@@ -34,7 +34,8 @@
 //! recorded; leave a page `check` refuses; lose a key in a split; change anything in a
 //! batch that fails.
 
-use std::sync::{PoisonError, RwLock};
+use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 
 use tierkv_io::frames::Exclusive;
 
@@ -84,8 +85,20 @@ const MAX_SPLITS: usize = 64;
 /// Changes a tree in place (see the module header).
 #[derive(Debug, Default)]
 pub struct Writer {
-    /// Shared by batches, held alone by a split.
+    /// Shared by batches and by write-back's copies, held alone by a split.
     structure: RwLock<()>,
+    /// The splits whose pages are not all durable yet, each with the pages it changed
+    /// (made or changed): write-back puts them in one group (`closure`).
+    splits: Mutex<Vec<SplitRecord>>,
+    /// Numbers splits.
+    split_count: std::sync::atomic::AtomicU64,
+}
+
+/// The pages one split changed.
+#[derive(Debug)]
+struct SplitRecord {
+    number: u64,
+    pids: Vec<u64>,
 }
 
 /// The leaves of a batch, latched, each with the range of its changes.
@@ -98,6 +111,47 @@ impl Writer {
     /// A writer.
     pub fn new() -> Writer {
         Writer::default()
+    }
+
+    /// Holds off splits while write-back copies pages (the structure lock, shared).
+    pub fn hold_structure(&self) -> RwLockReadGuard<'_, ()> {
+        self.structure.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds to `pids` every page of each split not yet durable that changed one of them,
+    /// until no split adds more; returns those splits' numbers, for `forget_splits` once
+    /// a group holding `pids` is durable. Call it with the structure held.
+    pub fn closure(&self, pids: &mut BTreeSet<u64>) -> Vec<u64> {
+        let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut taken = vec![false; splits.len()];
+        loop {
+            let mut grew = false;
+            for (split, taken) in splits.iter().zip(taken.iter_mut()) {
+                if !*taken && split.pids.iter().any(|pid| pids.contains(pid)) {
+                    *taken = true;
+                    pids.extend(split.pids.iter().copied());
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        let numbers: Vec<u64> =
+            splits.iter().zip(&taken).filter(|(_, &t)| t).map(|(s, _)| s.number).collect();
+        debug_assert!(numbers.iter().all(|n| splits.iter().any(|s| s.number == *n)));
+        numbers
+    }
+
+    /// Forgets splits whose pages are durable (`closure`'s numbers, after the group).
+    pub fn forget_splits(&self, numbers: &[u64]) {
+        let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
+        splits.retain(|split| !numbers.contains(&split.number));
+    }
+
+    /// Splits whose pages are not all durable.
+    pub fn pending_splits(&self) -> usize {
+        self.splits.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     /// Applies `ops` (sorted by key, no key twice) to the tree under `root` as one batch:
@@ -217,7 +271,9 @@ impl Writer {
         let mut created: Vec<Exclusive<'_>> = Vec::new();
         let mut carry: Option<(Vec<u8>, u64)> = None;
         let depth = path.len();
+        let mut changed_from = depth;
         for level in (0..depth).rev() {
+            changed_from = level;
             let page = &mut path[level];
             if let Some((separator, child)) = &carry {
                 if edit::put_separator(&mut page.write(), separator, *child).is_ok() {
@@ -226,34 +282,34 @@ impl Writer {
                     break;
                 }
             }
-            let page_count = Slotted::new(&page.bytes()[..page_bytes]).count().expect("a count");
-            if level + 1 < depth && page_count < 3 {
-                // An internal page of two separators with no room for a third: keys this
-                // long are refused before they get here (`Options::max_key_bytes`).
-                let needed = edit::live_bytes(&page.bytes()[..page_bytes]);
-                return Err(WriteError::TooLarge {
-                    pid: page.pid(),
-                    no_room: NoRoom { needed, page_bytes },
-                });
-            }
             if level == 0 {
                 split_root(pool, space, page, carry.take(), &mut created)?;
                 break;
             }
             let right_id = space.allocate();
-            let split = edit::split(&page.bytes()[..page_bytes], right_id);
-            let mut right = pool.create(right_id, &split.right)?;
-            page.write().put_all(&split.left);
+            // A full parent splits with the separator it had no room for.
+            let split = match carry.take() {
+                None => edit::split(&page.bytes()[..page_bytes], right_id),
+                Some((separator, child)) => {
+                    edit::split_adding(&page.bytes()[..page_bytes], right_id, &separator, child)
+                }
+            };
+            let right = pool.create(right_id, &split.right)?;
+            page.write().put(0, &split.left);
             pool.mark_dirty(page.pid());
-            if let Some((separator, child)) = carry.take() {
-                // The separator the page had no room for goes to the half it belongs in.
-                let half = if separator < split.separator { page.write() } else { right.write() };
-                put_separator_fits(half, &separator, child);
-            }
             created.push(right);
             carry = Some((split.separator, right_id));
         }
         assert!(carry.is_none(), "a separator was left without a parent");
+        // Every page of the path below the first that took the separator changed (the
+        // ones above it did not), and every page made.
+        let pids: Vec<u64> =
+            path[changed_from..].iter().chain(&created).map(Exclusive::pid).collect();
+        let number = self.split_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.splits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(SplitRecord { number, pids });
         drop(created);
         drop(path);
         Ok(())
@@ -262,7 +318,7 @@ impl Writer {
 
 /// Splits the root in place: its two halves go to new pages, and the root becomes an
 /// internal page over them (so the root's id never changes). `carry`, a separator its
-/// child's split left, goes to the half it belongs in.
+/// child's split left that it had no room for, is split with it.
 fn split_root<'p, S: PageSource, N>(
     pool: &'p BufferPool<S>,
     space: &dyn Space,
@@ -273,24 +329,19 @@ fn split_root<'p, S: PageSource, N>(
     let page_bytes = pool_page_bytes(pool);
     let lsn = Slotted::new(&root.bytes()[..page_bytes]).lsn().expect("an LSN");
     let (left_id, right_id) = (space.allocate(), space.allocate());
-    let split = edit::split(&root.bytes()[..page_bytes], right_id);
-    let mut left = pool.create(left_id, &split.left)?;
-    let mut right = pool.create(right_id, &split.right)?;
-    if let Some((separator, child)) = carry {
-        let half = if separator < split.separator { left.write() } else { right.write() };
-        put_separator_fits(half, &separator, child);
-    }
+    let split = match carry {
+        None => edit::split(&root.bytes()[..page_bytes], right_id),
+        Some((separator, child)) => {
+            edit::split_adding(&root.bytes()[..page_bytes], right_id, &separator, child)
+        }
+    };
+    let left = pool.create(left_id, &split.left)?;
+    let right = pool.create(right_id, &split.right)?;
     let image = slotted::encode_internal(left_id, &[(split.separator, right_id)], lsn, page_bytes);
-    root.write().put_all(&image);
+    root.write().put(0, &image);
     pool.mark_dirty(root.pid());
     created.extend([left, right]);
     Ok(())
-}
-
-/// Adds a separator to half of a page just split, which has room for it.
-fn put_separator_fits(mut half: tierkv_io::frames::FrameWrite<'_>, separator: &[u8], child: u64) {
-    let put = edit::put_separator(&mut half, separator, child);
-    assert!(put.is_ok(), "half a split page has no room for one separator: {put:?}");
 }
 
 fn pool_page_bytes<S: PageSource>(pool: &BufferPool<S>) -> usize {

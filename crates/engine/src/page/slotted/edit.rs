@@ -91,7 +91,8 @@ impl PageMut for FrameWrite<'_> {
         self.copy_within(from, to, len);
     }
     fn put_all(&mut self, image: &[u8]) {
-        FrameWrite::put_all(self, image);
+        // A page may be smaller than its frame (pages of 512 bytes to 2 KiB in 4 KiB frames).
+        FrameWrite::put(self, 0, image);
     }
 }
 
@@ -538,9 +539,32 @@ pub struct Split {
 /// the right half's first child. Both halves keep the page's LSN. The page is not changed:
 /// the caller writes `left` over it once `right` has its frame.
 pub fn split<P: PageBytes + ?Sized>(page: &P, right_id: u64) -> Split {
+    split_entries(page, entries(page), right_id)
+}
+
+/// [`split`] of an internal page with one more separator (and its child) than it has room
+/// for: the separator a split below hands up to a full parent. A page of two separators,
+/// the least a full internal page holds, splits into one each side of the middle one.
+pub fn split_adding<P: PageBytes + ?Sized>(
+    page: &P,
+    right_id: u64,
+    separator: &[u8],
+    child: u64,
+) -> Split {
+    assert!(Shape::of(page).kind == Kind::Internal && child != 0, "split_adding of a leaf");
+    let mut all = entries(page);
+    let at = all.binary_search_by(|e| e.0[..].cmp(separator)).expect_err("a separator twice");
+    all.insert(at, (separator.to_vec(), Tail::child(child).to_vec()));
+    split_entries(page, all, right_id)
+}
+
+fn split_entries<P: PageBytes + ?Sized>(
+    page: &P,
+    all: Vec<(Vec<u8>, Vec<u8>)>,
+    right_id: u64,
+) -> Split {
     let shape = Shape::of(page);
     let (lsn, link) = header_words(page);
-    let all = entries(page);
     let minimum = match shape.kind {
         Kind::Leaf => 2,
         Kind::Internal => 3,

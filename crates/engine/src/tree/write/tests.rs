@@ -159,13 +159,38 @@ fn batches_in_place_match_a_sorted_map_through_every_kind_of_split() {
             None => assert_eq!(found, Found::Absent),
         }
     }
-    // Every page changed is dirty; taking one cleans it; a change dirties it again.
+    // Every page changed is dirty; a copy then a clean with no change between cleans it;
+    // a change after the copy keeps it dirty.
     let dirty = pool.dirty_pages();
     assert_eq!(dirty.len() as u64, ids.0.load(Ordering::Relaxed) - 1, "every page was changed");
     let mut image = Vec::new();
-    assert!(pool.take_dirty(ROOT, &mut image).expect("take"));
-    assert!(!pool.take_dirty(ROOT, &mut image).expect("take"), "clean once taken");
+    let version = pool.copy_dirty(ROOT, &mut image).expect("copy").expect("dirty");
     assert_eq!(slotted::check(&image, PAGE), Ok(Kind::Internal));
+    assert!(pool.clean_if_unchanged(ROOT, version));
+    assert_eq!(pool.copy_dirty(ROOT, &mut image).expect("copy"), None, "clean once cleaned");
+    let leaf = *dirty
+        .iter()
+        .find(|&&pid| {
+            pool.read(pid, |page| Some(page.kind()? == Kind::Leaf && page.count()? > 0))
+                .expect("read")
+        })
+        .expect("a leaf with entries");
+    let version = pool.copy_dirty(leaf, &mut image).expect("copy").expect("dirty");
+    let value = Value::inline(vec![9; 10]);
+    let mut key = Vec::new();
+    Slotted::new(&image[..]).key_into(0, &mut key).expect("a key");
+    writer
+        .apply(
+            &pool,
+            &ids,
+            ROOT,
+            &[(&key[..], Some(ValueRef::from(&value)))],
+            || Ok::<_, Infallible>(lsn + 1),
+            |_, _, _| {},
+        )
+        .expect("apply");
+    assert!(!pool.clean_if_unchanged(leaf, version), "changed after its copy");
+    assert!(pool.dirty_pages().contains(&leaf));
 }
 
 /// A batch that fails to be numbered changes nothing and records nothing.
@@ -317,4 +342,43 @@ fn readers_find_whole_values_while_writers_split_the_tree() {
     assert_eq!(scan(&pool), expected);
     let during = ids.0.load(Ordering::Relaxed) - loaded;
     assert!(during > 50, "{during} pages made while readers read");
+}
+
+/// Keys of the most bytes a store allows (`Options::max_key_bytes`: half a page less 32),
+/// each sharing all but its last bytes with its neighbours, make separators that long:
+/// an internal page holds two and splits, with the separator it had no room for, into one
+/// on each side of the middle one; every key stays where lookups and the leaves' links
+/// find it.
+#[test]
+fn the_longest_keys_split_internal_pages_of_two_separators() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let longest = PAGE / 2 - 32;
+    let mut model = BTreeMap::new();
+    let mut rng = fastrand::Rng::with_seed(5);
+    for n in 0..300u32 {
+        let mut key = vec![rng.u8(..4)];
+        key.resize(longest - 4, b'x');
+        key.extend_from_slice(&rng.u32(..100_000).to_be_bytes());
+        let value = Value::inline(n.to_le_bytes().to_vec());
+        writer
+            .apply(
+                &pool,
+                &ids,
+                ROOT,
+                &[(&key[..], Some(ValueRef::from(&value)))],
+                || Ok::<_, Infallible>(u64::from(n) + 1),
+                |_, _, _| {},
+            )
+            .expect("apply");
+        model.insert(key, value);
+    }
+    assert_eq!(scan(&pool), model.clone().into_iter().collect::<Vec<_>>());
+    let mut value = Vec::new();
+    for (key, expected) in &model {
+        assert_eq!(get_coupled(&pool, ROOT, key, &mut value).expect("read"), Found::Inline);
+        assert_eq!(Value::inline(value.clone()), *expected);
+    }
+    let separators = pool.read(ROOT, |page| page.count()).expect("root");
+    assert!(separators <= 2, "a root of {separators} separators of {longest}-byte keys");
 }

@@ -280,3 +280,22 @@ fn a_long_run_of_edits_takes_every_path() {
     assert!(over > 100 && from_gap > 100 && relaid > 100 && no_room > 100 && removed > 100,
         "over {over}, from the gap {from_gap}, laid out again {relaid}, no room {no_room}, removed {removed}");
 }
+
+/// A full internal page of two separators splits with a third into one separator on each
+/// side of the middle one, which goes up.
+#[test]
+fn a_full_internal_page_splits_with_the_separator_it_had_no_room_for() {
+    let long = |c: u8| {
+        let mut key = vec![c];
+        key.resize(PAGE / 2 - 32, b'x');
+        key
+    };
+    let page = encode_internal(1, &[(long(b'a'), 2), (long(b'c'), 3)], 4, PAGE);
+    let mut full = page.clone();
+    assert!(put_separator(&mut full[..], &long(b'b'), 9).is_err(), "no room for a third");
+    assert_eq!(full, page);
+    let Split { left, right, separator } = split_adding(&page[..], 99, &long(b'b'), 9);
+    assert_eq!(separator, long(b'b'));
+    assert_eq!(decode_internal(&left[..]), Some((1, vec![(long(b'a'), 2)])));
+    assert_eq!(decode_internal(&right[..]), Some((9, vec![(long(b'c'), 3)])));
+}

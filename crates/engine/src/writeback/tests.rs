@@ -1,0 +1,226 @@
+//! Write-back on a log store on the simulated file system: a tree changed in place by
+//! batches, split as it grows, is written back every 25 batches in groups of a few pages,
+//! with a meta block naming the last batch it covers. A crash at every I/O point (several
+//! images each: torn writes, subsets, prefixes, nothing) must leave a tree on disk that is
+//! whole (every page it names is there and valid, keys in order along the leaves) and holds
+//! every batch the meta block covers; and replaying the batches after it must give the
+//! state after the last batch, as recovery will.
+//!
+//! `TIERKV_ENGINE_SWEEP=full` runs a larger workload.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tierkv_blockstore::{LogStore, StoreOptions};
+use tierkv_io::sim::{seed_from_env, CrashModel, SimFs};
+use tierkv_io::Storage;
+
+use super::*;
+use crate::block_pages::{BlockSource, Pages};
+use crate::meta::{Meta, META_BLOCK};
+use crate::page::slotted::edit::ValueRef;
+use crate::page::slotted::{self, decode_internal, decode_leaf, encode_leaf, Kind};
+use crate::page::Value;
+use crate::tree::write::{Op, Space};
+
+const PAGE: usize = 512;
+const ROOT: u64 = 1;
+const MODELS: [CrashModel; 8] = CrashModel::SWEEP;
+
+type State = BTreeMap<Vec<u8>, Vec<u8>>;
+type Batch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+struct Ids(AtomicU64);
+
+impl Space for Ids {
+    fn allocate(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+fn options() -> StoreOptions {
+    StoreOptions { segment_bytes: 64 << 10, background_cleaning: false, ..StoreOptions::default() }
+}
+
+fn apply(writer: &Writer, pool: &BufferPool<BlockSource>, ids: &Ids, batch: &Batch, lsn: u64) {
+    let ops: Vec<Op<'_>> =
+        batch.iter().map(|(k, v)| (&k[..], v.as_deref().map(ValueRef::Inline))).collect();
+    writer.apply(pool, ids, ROOT, &ops, || Ok::<_, Infallible>(lsn), |_, _, _| {}).expect("apply");
+}
+
+fn play(state: &mut State, batch: &Batch) {
+    for (key, value) in batch {
+        match value {
+            Some(value) => state.insert(key.clone(), value.clone()),
+            None => state.remove(key),
+        };
+    }
+}
+
+/// The tree's entries along the leaves' links, each page read from the frames (loaded from
+/// the blocks); an error names a page the tree points at that is missing or bad.
+fn contents(pool: &BufferPool<BlockSource>) -> Result<State, String> {
+    let image = |pid: u64| {
+        pool.read(pid, |page| {
+            let mut out = vec![0u8; PAGE];
+            page.bytes().copy_to(0, &mut out)?;
+            Some(out)
+        })
+        .map_err(|e| format!("page {pid}: {e}"))
+    };
+    let mut pid = ROOT;
+    loop {
+        let page = image(pid)?;
+        match slotted::check(&page, PAGE).map_err(|e| format!("page {pid}: {e}"))? {
+            Kind::Internal => pid = decode_internal(&page[..]).ok_or("internal")?.0,
+            Kind::Leaf => break,
+        }
+    }
+    let mut out = State::new();
+    let mut last: Option<Vec<u8>> = None;
+    while pid != 0 {
+        let page = image(pid)?;
+        if slotted::check(&page, PAGE) != Ok(Kind::Leaf) {
+            return Err(format!("page {pid} on the leaves' links is no leaf"));
+        }
+        for (key, value) in decode_leaf(&page).ok_or("leaf")? {
+            if last.as_deref().is_some_and(|last| last >= &key[..]) {
+                return Err(format!("key {key:?} out of order at page {pid}"));
+            }
+            last = Some(key.to_vec());
+            let Value::Inline(value) = value else { return Err("an overflow value".into()) };
+            out.insert(key.to_vec(), value.to_vec());
+        }
+        pid = Slotted::new(&page[..]).link().ok_or("link")?;
+    }
+    Ok(out)
+}
+
+#[test]
+fn every_crash_leaves_a_whole_tree_that_the_log_replays_onto() {
+    let full = std::env::var("TIERKV_ENGINE_SWEEP").as_deref() == Ok("full");
+    let (batches, images) = if full { (1_500, 16) } else { (400, 4) };
+    let seed = seed_from_env(0x26_0b_ac_c5);
+    let fs = SimFs::new();
+    let storage = Storage::Sim(fs.clone());
+    let dir = "/db";
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let log: Vec<Batch> = (0..batches)
+        .map(|_| {
+            let mut batch: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+            for _ in 0..rng.usize(1..4) {
+                let key = format!("key{:04}", rng.u32(..300)).into_bytes();
+                let value = (rng.u8(..4) > 0).then(|| vec![rng.u8(..); rng.usize(1..60)]);
+                batch.insert(key, value);
+            }
+            batch.into_iter().collect()
+        })
+        .collect();
+    let mut checkpoints = 0;
+    let mut splits = 0;
+    {
+        let blocks = LogStore::open(&storage, dir, options()).expect("open");
+        let pages = Pages::new(Arc::new(blocks), 64 << 20, PAGE, None).expect("frames");
+        let pool = pages.pool();
+        drop(pool.create(ROOT, &encode_leaf(&[], 0, 0, PAGE)).expect("root"));
+        let (writer, ids) = (Writer::new(), Ids(AtomicU64::new(ROOT + 1)));
+        for (at, batch) in log.iter().enumerate() {
+            let lsn = at as u64 + 1;
+            apply(&writer, pool, &ids, batch, lsn);
+            if lsn.is_multiple_of(25) {
+                let next = ids.0.load(Ordering::Relaxed);
+                let meta = Meta {
+                    root: ROOT,
+                    next_page: next,
+                    max_page_bytes: PAGE as u32,
+                    sequence: lsn,
+                    orphans_from: next,
+                    free_list: None,
+                };
+                let encoded = meta.encode();
+                let done = write_back(
+                    pool,
+                    &writer,
+                    pages.blocks(),
+                    4 * PAGE,
+                    |_| Ok::<(), Infallible>(()),
+                    &[BlockWrite::Put(META_BLOCK, &encoded)],
+                )
+                .expect("write back");
+                assert!(done.groups > 1, "{done:?}");
+                splits += done.splits;
+                checkpoints += 1;
+                assert!(pool.dirty_pages().is_empty(), "nothing changed during the write-back");
+                assert_eq!(writer.pending_splits(), 0);
+            }
+        }
+        pages.blocks().close().expect("close");
+    }
+    let mut last = State::new();
+    for batch in &log {
+        play(&mut last, batch);
+    }
+    let ops_total = fs.op_count();
+    let mut replay = fs.crash_replay();
+    let (mut checked, mut before_any_meta, mut partly) = (0u64, 0u64, 0u64);
+    for point in 0..=ops_total {
+        for image in 0..images {
+            let model = MODELS[(image + point as usize) % MODELS.len()];
+            let image_seed = seed ^ (point << 20) ^ image as u64;
+            let context = format!("crash before op {point} of {ops_total}, {model}, seed {image_seed} (TIERKV_SEED={seed})");
+            let storage = Storage::Sim(replay.image(model, image_seed));
+            let blocks = LogStore::open(&storage, dir, options())
+                .unwrap_or_else(|e| panic!("recovery: {e}: {context}"));
+            let live = blocks.live_ids().unwrap_or_else(|e| panic!("ids: {e}: {context}"));
+            let pages = Pages::new(Arc::new(blocks), 64 << 20, PAGE, None).expect("frames");
+            let pool = pages.pool();
+            let covered = match pages.read_meta().unwrap_or_else(|e| panic!("meta: {e}: {context}"))
+            {
+                Some(meta) => meta.sequence,
+                None => 0,
+            };
+            if !live.contains(&BlockId(ROOT)) {
+                // Nothing written yet: recovery starts from an empty root.
+                drop(pool.create(ROOT, &encode_leaf(&[], 0, 0, PAGE)).expect("root"));
+            }
+            let on_disk = contents(pool)
+                .unwrap_or_else(|e| panic!("the tree on disk is not whole: {e}: {context}"));
+            // Every key no later batch touched holds what the covered batches left it.
+            let mut then = State::new();
+            for batch in &log[..covered as usize] {
+                play(&mut then, batch);
+            }
+            for key in then.keys().chain(on_disk.keys()) {
+                if log[covered as usize..].iter().any(|b| b.iter().any(|(k, _)| k == key)) {
+                    continue;
+                }
+                assert_eq!(on_disk.get(key), then.get(key), "key {key:?}: {context}");
+            }
+            partly += u64::from(on_disk != then);
+            before_any_meta += u64::from(covered == 0);
+            // Recovery: the batches after the meta block's, replayed onto the tree.
+            let next = live.last().map_or(ROOT + 1, |id| id.0 + 1).max(ROOT + 1);
+            let (writer, ids) = (Writer::new(), Ids(AtomicU64::new(next)));
+            for (at, batch) in log.iter().enumerate().skip(covered as usize) {
+                apply(&writer, pool, &ids, batch, at as u64 + 1);
+            }
+            let recovered =
+                contents(pool).unwrap_or_else(|e| panic!("after replay: {e}: {context}"));
+            assert!(
+                recovered == last,
+                "replay onto the crashed tree lost or changed keys: {context}"
+            );
+            checked += 1;
+        }
+        if point < ops_total {
+            assert!(replay.advance());
+        }
+    }
+    eprintln!(
+        "write-back sweep: {batches} batches, {checkpoints} write-backs, {splits} splits in groups, {ops_total} crash points, {checked} images, {partly} with pages past their meta block, {before_any_meta} before any meta block"
+    );
+    assert!(splits > 20, "too few splits for the sweep to test structure changes: {splits}");
+    assert!(partly > 0, "no image held pages written after its meta block: the sweep tests little");
+}

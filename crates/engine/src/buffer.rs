@@ -41,12 +41,10 @@
 //! is given a new image only while no tree version a reader holds can reach it).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use tierkv_io::frames::{
-    Exclusive, FrameError, FrameRead, FrameState, Frames, Optimistic, HUGE_BYTES,
-};
+use tierkv_io::frames::{Exclusive, FrameError, FrameRead, FrameState, Frames, HUGE_BYTES};
 
 use crate::page::slotted::{self, Slotted};
 use crate::page::PageError;
@@ -215,7 +213,29 @@ pub struct BufferPool<S: PageSource> {
     /// Pages changed in their frames and not yet taken for the block store: the clock
     /// leaves them where they are.
     dirty: DirtyMap,
+    /// Held alone by a structure change of the tree in the frames (a split), shared by
+    /// whoever must not see one: a batch of changes in place, write-back's copies, and a
+    /// reader that kept meeting splits.
+    structure: RwLock<()>,
+    /// Odd while a structure change runs; moved by two for each: a reader that finds it
+    /// the same, and even, before and after its descent saw no split (`StructureChange`).
+    structure_seq: AtomicU64,
     source: S,
+}
+
+/// A structure change in progress (`BufferPool::change_structure`): the structure lock held
+/// alone, the sequence odd until it drops.
+pub struct StructureChange<'a> {
+    seq: &'a AtomicU64,
+    _alone: RwLockWriteGuard<'a, ()>,
+}
+
+impl Drop for StructureChange<'_> {
+    fn drop(&mut self) {
+        // Even again, after every change of the pages (Release).
+        let before = self.seq.fetch_add(1, Ordering::Release);
+        debug_assert_eq!(before % 2, 1);
+    }
 }
 
 impl<S: PageSource> std::fmt::Debug for BufferPool<S> {
@@ -251,6 +271,8 @@ impl<S: PageSource> BufferPool<S> {
             lookups: Striped::default(),
             restarts: Striped::default(),
             dirty: DirtyMap::new(pages),
+            structure: RwLock::new(()),
+            structure_seq: AtomicU64::new(0),
             source,
         })
     }
@@ -284,8 +306,18 @@ impl<S: PageSource> BufferPool<S> {
     pub fn read<R>(
         &self,
         pid: u64,
-        mut read: impl FnMut(&Slotted<'_, FrameRead<'_>>) -> Option<R>,
+        read: impl FnMut(&Slotted<'_, FrameRead<'_>>) -> Option<R>,
     ) -> Result<R, BufferError<S::Error>> {
+        self.read_versioned(pid, read).map(|(result, _)| result)
+    }
+
+    /// `read`, returning with its result the page's frame version it read (a later read at
+    /// the same version read the same page: a cursor that goes on in a leaf checks it).
+    pub fn read_versioned<R>(
+        &self,
+        pid: u64,
+        mut read: impl FnMut(&Slotted<'_, FrameRead<'_>>) -> Option<R>,
+    ) -> Result<(R, u64), BufferError<S::Error>> {
         let mut cold = false;
         for _ in 0..MAX_RESTARTS {
             let started =
@@ -306,9 +338,34 @@ impl<S: PageSource> BufferPool<S> {
                 continue;
             }
             self.lookups.add(1);
-            return result.ok_or(BufferError::Unreadable { pid });
+            return result
+                .map(|result| (result, guard.version()))
+                .ok_or(BufferError::Unreadable { pid });
         }
         Err(BufferError::Unreadable { pid })
+    }
+
+    /// The structure sequence: even when no structure change runs. A descent that reads it
+    /// even before and the same after saw the tree's structure as it was at one moment.
+    #[inline]
+    pub fn structure_seq(&self) -> u64 {
+        self.structure_seq.load(Ordering::Acquire)
+    }
+
+    /// Holds off structure changes (shared with others that do).
+    pub fn hold_structure(&self) -> RwLockReadGuard<'_, ()> {
+        self.structure.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts a structure change: waits for the holders to leave, then makes the sequence
+    /// odd until the change drops.
+    pub fn change_structure(&self) -> StructureChange<'_> {
+        let alone = self.structure.write().unwrap_or_else(PoisonError::into_inner);
+        let before = self.structure_seq.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(before % 2, 0, "a structure change inside another");
+        // Odd before any page changes (readers that see a change see the odd sequence).
+        fence(Ordering::Release);
+        StructureChange { seq: &self.structure_seq, _alone: alone }
     }
 
     /// Hints that page `pid` is about to be read (`Frames::prefetch`).
@@ -534,20 +591,6 @@ impl<S: PageSource> BufferPool<S> {
                 _ => {}
             }
         }
-    }
-
-    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
-    /// Starts an optimistic read of page `pid`, loading it first when it is not resident
-    /// (a writer's descent, which validates each parent after reading its child).
-    pub fn optimistic(&self, pid: u64) -> Result<Optimistic<'_>, BufferError<S::Error>> {
-        for _ in 0..MAX_RESTARTS {
-            match self.frames.optimistic(pid) {
-                Ok(guard) => return Ok(guard),
-                Err(FrameError::Evicted) => self.load(pid)?,
-                Err(error) => return Err(self.beyond(error)),
-            }
-        }
-        Err(BufferError::Unreadable { pid })
     }
 
     /// Latches page `pid` exclusively, loading it first when it is not resident: a writer

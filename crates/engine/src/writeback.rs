@@ -3,7 +3,7 @@
 //! it yet).
 //!
 //! [`write_back`] takes the pages dirty when it starts, in id order, a group's worth at a
-//! time (`group_bytes`). For each group it holds off splits (`Writer::hold_structure`),
+//! time (`group_bytes`). For each group it holds off splits (`BufferPool::hold_structure`),
 //! adds every page of each split not yet durable that touched a page of the group, until no
 //! split adds more (`Writer::closure`), and copies the dirty ones (`copy_dirty`, each under
 //! its shared latch, so it is one state of the page). The pages stay dirty, and resident,
@@ -84,7 +84,7 @@ pub fn write_back<S: PageSource, L>(
         let last_group = chunks.peek().is_none();
         let mut images: Vec<(u64, Vec<u8>, u64)> = Vec::new();
         let splits = {
-            let _held = writer.hold_structure();
+            let _held = pool.hold_structure();
             let mut pids: BTreeSet<u64> = chunk.iter().copied().collect();
             let splits = writer.closure(&mut pids);
             for pid in pids {

@@ -3,21 +3,25 @@
 //! allocated per entry.
 //!
 //! A lookup goes down from the root one validated page read at a time: the child's id comes
-//! from a read of its parent that validated, and pages reachable from a root a reader holds
-//! do not change (copy on write: a page's id gets a new image only after no tree version
-//! reaches it), so each level needs only its own validation.
+//! from a read of its parent that validated. In a copy-on-write tree, pages reachable from
+//! a root a reader holds do not change (a page's id gets a new image only after no tree
+//! version reaches it), so each level needs only its own validation. In a tree changed in
+//! place (`tree::write`), a split moves keys out of a page after a reader may have read its
+//! parent: so every descent reads the pool's structure sequence before and after
+//! (`stable`), and goes again when a split ran meanwhile; after a few tries it holds
+//! splits off (`BufferPool::hold_structure`) for one more, so it always ends.
 //!
 //! A cursor reads up to a leaf's worth of entries at a time ([`Chunk`], at most a limit the
 //! caller sets, so a seek that reads one entry copies few): forward, the entries at or above
 //! a key and the key where the rest starts (the first entry not copied, or the separator
 //! above the path's leaf at the deepest level that has one); backward, the entries below a
 //! key and the key where they start (the first copied, or this leaf's start). A forward
-//! chunk remembers where it ended (`Place`: the leaf, its parent and the child's index), so
-//! the next chunk, asked for from where this one ends, goes on in the same leaf or steps to
-//! the parent's next child with no descent from the root: pages reachable from the root a
-//! cursor holds never change, so the place stays true for as long as the root does. Only a
-//! parent's last child, or a chunk asked for from elsewhere, goes down again (the tree is
-//! copy on write, so leaves carry no sibling links to follow). Backward chunks mirror this
+//! chunk remembers where it ended (`Place`: the leaf, its parent and the child's index, the
+//! leaf's frame version and the structure sequence), so the next chunk, asked for from
+//! where this one ends, goes on in the same leaf or steps to the parent's next child with no
+//! descent from the root, as long as no split ran since and, in the same leaf, no writer
+//! changed it (its slots may have moved). Otherwise, and after a parent's last child, or
+//! for a chunk asked for from elsewhere, it goes down again. Backward chunks mirror this
 //! (`BackPlace`): the next one, asked for from where this one started, takes the slots
 //! before it in the same leaf or steps to the parent's previous child, and goes down again
 //! only before a parent's first child.
@@ -90,6 +94,31 @@ fn child_for<S: PageSource>(
     Some((index, child))
 }
 
+/// Tries before a descent that keeps meeting splits holds them off for its last.
+const STABLE_TRIES: usize = 8;
+
+/// Runs `descent` until a run sees no structure change (the pool's structure sequence even
+/// and the same before and after it); after `STABLE_TRIES`, runs it once more with
+/// structure changes held off. Each run starts afresh (it clears what it fills).
+fn stable<S: PageSource, T>(
+    pool: &BufferPool<S>,
+    mut descent: impl FnMut() -> Result<T, ReadError<S::Error>>,
+) -> Result<T, ReadError<S::Error>> {
+    for _ in 0..STABLE_TRIES {
+        let before = pool.structure_seq();
+        if before.is_multiple_of(2) {
+            let result = descent()?;
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            if pool.structure_seq() == before {
+                return Ok(result);
+            }
+        }
+        std::thread::yield_now();
+    }
+    let _held = pool.hold_structure();
+    descent()
+}
+
 /// Goes from `root` to the leaf that holds `key` and returns what `at_leaf` read there.
 fn descend<S: PageSource, T>(
     pool: &BufferPool<S>,
@@ -97,20 +126,22 @@ fn descend<S: PageSource, T>(
     key: &[u8],
     mut at_leaf: impl FnMut(&Slotted<'_, FrameRead<'_>>) -> Option<T>,
 ) -> Result<T, ReadError<S::Error>> {
-    let mut pid = root;
-    for _ in 0..MAX_DEPTH {
-        let step = pool
-            .read(pid, |page| match page.kind()? {
-                Kind::Internal => Some(Step::Down(child_for(pool, page, key)?.1)),
-                Kind::Leaf => Some(Step::Leaf(at_leaf(page)?)),
-            })
-            .map_err(ReadError::Page)?;
-        match step {
-            Step::Down(child) => pid = child,
-            Step::Leaf(found) => return Ok(found),
+    stable(pool, || {
+        let mut pid = root;
+        for _ in 0..MAX_DEPTH {
+            let step = pool
+                .read(pid, |page| match page.kind()? {
+                    Kind::Internal => Some(Step::Down(child_for(pool, page, key)?.1)),
+                    Kind::Leaf => Some(Step::Leaf(at_leaf(page)?)),
+                })
+                .map_err(ReadError::Page)?;
+            match step {
+                Step::Down(child) => pid = child,
+                Step::Leaf(found) => return Ok(found),
+            }
         }
-    }
-    Err(ReadError::TooDeep { root })
+        Err(ReadError::TooDeep { root })
+    })
 }
 
 /// Looks `key` up under `root`; an inline value is copied into `value` (cleared first).
@@ -133,69 +164,6 @@ pub fn get<S: PageSource>(
             },
         }
     })
-}
-
-#[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
-/// Reads of one lookup before it is reported as a bug: each restart follows a change that
-/// a writer made while the lookup read, and writers do not change one path forever.
-const MAX_COUPLED_RESTARTS: usize = 1 << 20;
-
-#[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
-/// `get` for a tree changed in place (`tree::write`): each page is validated after it is
-/// read and each parent again after its child, so a lookup that read a child while a split
-/// moved half of it elsewhere starts again from the root (the split held the parent
-/// throughout).
-pub fn get_coupled<S: PageSource>(
-    pool: &BufferPool<S>,
-    root: u64,
-    key: &[u8],
-    value: &mut Vec<u8>,
-) -> Result<Found, ReadError<S::Error>> {
-    'restart: for _ in 0..MAX_COUPLED_RESTARTS {
-        let mut parent = None;
-        let mut pid = root;
-        for _ in 0..MAX_DEPTH {
-            let guard = pool.optimistic(pid).map_err(ReadError::Page)?;
-            let view = guard.read();
-            let page = Slotted::new(&view);
-            value.clear();
-            let step = match page.kind() {
-                Some(Kind::Internal) => {
-                    page.child_index(key).and_then(|i| page.child(i)).map(Step::Down)
-                }
-                Some(Kind::Leaf) => match page.search(key) {
-                    Some(Err(_)) => Some(Step::Leaf(Found::Absent)),
-                    Some(Ok(at)) => match page.value(at) {
-                        Some(ValueAt::Inline { offset, len }) => {
-                            page.inline_into(offset, len, value).map(|()| Step::Leaf(Found::Inline))
-                        }
-                        Some(ValueAt::Overflow(overflow)) => {
-                            Some(Step::Leaf(Found::Overflow(overflow)))
-                        }
-                        None => None,
-                    },
-                    None => None,
-                },
-                None => None,
-            };
-            let parent_moved = parent
-                .as_ref()
-                .is_some_and(|p: &tierkv_io::frames::Optimistic<'_>| p.validate().is_err());
-            if guard.validate().is_err() || parent_moved {
-                continue 'restart;
-            }
-            match step {
-                None => return Err(ReadError::Page(BufferError::Unreadable { pid })),
-                Some(Step::Down(child)) => {
-                    parent = Some(guard);
-                    pid = child;
-                }
-                Some(Step::Leaf(found)) => return Ok(found),
-            }
-        }
-        return Err(ReadError::TooDeep { root });
-    }
-    Err(ReadError::Page(BufferError::Unreadable { pid: root }))
 }
 
 /// A chunk's value: bytes in the chunk's buffer, bytes of its own (a cursor's chunk), or
@@ -229,6 +197,9 @@ pub struct Chunk {
     /// Each inline value is copied into an allocation of its own (`ChunkValue::Owned`), so
     /// a cursor hands it out with no second copy; else into `bytes`.
     owned: bool,
+    /// The highest LSN of the leaves the chunk read: a change in place above a reader's
+    /// sequence lies in the chunk's range only when this is above it too.
+    pub lsn: u64,
 }
 
 /// Where a forward chunk ended in the tree under `root`: the next entry is slot `next_slot`
@@ -237,6 +208,11 @@ pub struct Chunk {
 struct Place {
     root: u64,
     leaf: u64,
+    /// The leaf's frame version when read: its slots are where they were while it holds.
+    leaf_version: u64,
+    /// The structure sequence when the place was found: its parent's children are where
+    /// they were while it holds.
+    structure: u64,
     next_slot: usize,
     leaf_count: usize,
     /// Where the keys after the leaf start (`None`: the tree's end).
@@ -251,6 +227,10 @@ struct Place {
 struct BackPlace {
     root: u64,
     leaf: u64,
+    /// As `Place`'s.
+    leaf_version: u64,
+    /// As `Place`'s.
+    structure: u64,
     first_slot: usize,
     /// Where the leaf's keys start (`None`: the tree's start).
     leaf_start: Option<Vec<u8>>,
@@ -325,6 +305,7 @@ impl Chunk {
 
     /// Copies entries `range` of `leaf` in (forward order).
     fn copy(&mut self, leaf: &Slotted<'_, FrameRead<'_>>, range: Range<usize>) -> Option<()> {
+        self.lsn = self.lsn.max(leaf.lsn()?);
         // Their bytes on their way at once, not one entry's miss after another's.
         leaf.prefetch_entries(range.clone())?;
         for index in range {
@@ -402,6 +383,7 @@ pub fn chunk_forward<S: PageSource>(
     chunk: &mut Chunk,
 ) -> Result<(), ReadError<S::Error>> {
     let limit = limit.max(1);
+    chunk.lsn = 0;
     let place = chunk.place.take();
     let goes_on = chunk.bound.as_deref() == Some(from);
     if let Some(place) = place.filter(|place| goes_on && place.root == root) {
@@ -410,56 +392,68 @@ pub fn chunk_forward<S: PageSource>(
             return Ok(());
         }
     }
-    let mut pid = root;
-    // The separator above the child taken, at the deepest level that has one. (A separator
-    // is never empty: it is above some key.)
-    let mut next: Option<Vec<u8>> = None;
-    let mut parent: Option<Parent> = None;
-    let mut separator = Vec::new();
-    let mut cut = Vec::new();
-    for _ in 0..MAX_DEPTH {
-        let step = pool
-            .read(pid, |page| match page.kind()? {
-                Kind::Internal => {
-                    separator.clear();
-                    let (index, child) = child_for(pool, page, from)?;
-                    let count = page.count()?;
-                    if index < count {
-                        page.key_into(index, &mut separator)?;
+    stable(pool, || {
+        let structure = pool.structure_seq();
+        let mut pid = root;
+        // The separator above the child taken, at the deepest level that has one. (A separator
+        // is never empty: it is above some key.)
+        let mut next: Option<Vec<u8>> = None;
+        let mut parent: Option<Parent> = None;
+        let mut separator = Vec::new();
+        let mut cut = Vec::new();
+        for _ in 0..MAX_DEPTH {
+            let (step, version) = pool
+                .read_versioned(pid, |page| match page.kind()? {
+                    Kind::Internal => {
+                        separator.clear();
+                        let (index, child) = child_for(pool, page, from)?;
+                        let count = page.count()?;
+                        if index < count {
+                            page.key_into(index, &mut separator)?;
+                        }
+                        Some(Forward::Down { child, index, count })
                     }
-                    Some(Forward::Down { child, index, count })
+                    Kind::Leaf => {
+                        chunk.clear();
+                        let start = match page.search(from)? {
+                            Ok(at) | Err(at) => at,
+                        };
+                        let count = page.count()?;
+                        let end = count.min(start.saturating_add(limit));
+                        chunk.copy(page, start..end)?;
+                        cut_at(page, end, count, &mut cut)?;
+                        Some(Forward::Leaf { next_slot: end, leaf_count: count })
+                    }
+                })
+                .map_err(ReadError::Page)?;
+            match step {
+                Forward::Down { child, index, count } => {
+                    let above = next.clone();
+                    if !separator.is_empty() {
+                        next = Some(std::mem::take(&mut separator));
+                    }
+                    parent = Some(Parent { pid, index, count, bound: above });
+                    pid = child;
                 }
-                Kind::Leaf => {
-                    chunk.clear();
-                    let start = match page.search(from)? {
-                        Ok(at) | Err(at) => at,
+                Forward::Leaf { next_slot, leaf_count } => {
+                    let leaf_bound = next;
+                    let place = Place {
+                        root,
+                        leaf: pid,
+                        leaf_version: version,
+                        structure,
+                        next_slot,
+                        leaf_count,
+                        leaf_bound,
+                        parent,
                     };
-                    let count = page.count()?;
-                    let end = count.min(start.saturating_add(limit));
-                    chunk.copy(page, start..end)?;
-                    cut_at(page, end, count, &mut cut)?;
-                    Some(Forward::Leaf { next_slot: end, leaf_count: count })
+                    finish_forward(place, cut, chunk);
+                    return Ok(());
                 }
-            })
-            .map_err(ReadError::Page)?;
-        match step {
-            Forward::Down { child, index, count } => {
-                let above = next.clone();
-                if !separator.is_empty() {
-                    next = Some(std::mem::take(&mut separator));
-                }
-                parent = Some(Parent { pid, index, count, bound: above });
-                pid = child;
-            }
-            Forward::Leaf { next_slot, leaf_count } => {
-                let leaf_bound = next;
-                let place = Place { root, leaf: pid, next_slot, leaf_count, leaf_bound, parent };
-                finish_forward(place, cut, chunk);
-                return Ok(());
             }
         }
-    }
-    Err(ReadError::TooDeep { root })
+        Err(ReadError::TooDeep { root })
+    })
 }
 
 /// Copies the key of slot `end` of `page` into `cut` when the chunk stopped short of the
@@ -526,6 +520,12 @@ fn go_on<S: PageSource>(
     limit: usize,
     chunk: &mut Chunk,
 ) -> Result<bool, ReadError<S::Error>> {
+    // A split since the place was found may have moved what it names.
+    if pool.structure_seq() != place.structure || !place.structure.is_multiple_of(2) {
+        return Ok(false);
+    }
+    // The leaf's version to find again, or `None` for a sibling read afresh.
+    let mut expect = Some(place.leaf_version);
     if place.next_slot >= place.leaf_count {
         let Some(parent) = place.parent.as_mut().filter(|p| p.index < p.count) else {
             return Ok(false);
@@ -538,11 +538,12 @@ fn go_on<S: PageSource>(
         place.next_slot = 0;
         place.leaf_bound =
             if separator.is_empty() { parent.bound.clone() } else { Some(separator) };
+        expect = None;
     }
     let start = place.next_slot;
     let mut cut = Vec::new();
-    let read = pool
-        .read(place.leaf, |page| {
+    let (read, version) = pool
+        .read_versioned(place.leaf, |page| {
             if page.kind()? != Kind::Leaf {
                 return Some(None);
             }
@@ -558,6 +559,14 @@ fn go_on<S: PageSource>(
         // Not a leaf where a leaf should be: the tree is damaged; a descent says how.
         return Ok(false);
     };
+    // The leaf changed since its last chunk (its slots may have moved), or a split ran
+    // while the sibling was read: go down again.
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    if expect.is_some_and(|expected| expected != version) || pool.structure_seq() != place.structure
+    {
+        return Ok(false);
+    }
+    place.leaf_version = version;
     place.next_slot = next_slot;
     place.leaf_count = leaf_count;
     finish_forward(place, cut, chunk);
@@ -575,6 +584,7 @@ pub fn chunk_backward<S: PageSource>(
     chunk: &mut Chunk,
 ) -> Result<(), ReadError<S::Error>> {
     let limit = limit.max(1);
+    chunk.lsn = 0;
     let place = chunk.back_place.take();
     let goes_on = before.is_some() && chunk.bound.as_deref() == before;
     if let Some(place) = place.filter(|place| goes_on && place.root == root) {
@@ -612,6 +622,11 @@ fn go_back<S: PageSource>(
     limit: usize,
     chunk: &mut Chunk,
 ) -> Result<bool, ReadError<S::Error>> {
+    if pool.structure_seq() != place.structure || !place.structure.is_multiple_of(2) {
+        return Ok(false);
+    }
+    // The leaf's version to find again, or `None` for a sibling read afresh.
+    let mut expect = Some(place.leaf_version);
     // Bounded: each pass either returns or steps to a child of a smaller index.
     loop {
         if place.first_slot == 0 {
@@ -625,10 +640,11 @@ fn go_back<S: PageSource>(
             place.leaf = leaf;
             place.first_slot = usize::MAX;
             place.leaf_start = if index > 0 { Some(separator) } else { parent.start.clone() };
+            expect = None;
         }
         let end = place.first_slot;
-        let read = pool
-            .read(place.leaf, |page| {
+        let (read, version) = pool
+            .read_versioned(place.leaf, |page| {
                 if page.kind()? != Kind::Leaf {
                     return Some(None);
                 }
@@ -643,6 +659,13 @@ fn go_back<S: PageSource>(
             // Not a leaf where a leaf should be: the tree is damaged; a descent says how.
             return Ok(false);
         };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        if expect.is_some_and(|expected| expected != version)
+            || pool.structure_seq() != place.structure
+        {
+            return Ok(false);
+        }
+        place.leaf_version = version;
         place.first_slot = first;
         if chunk.entries.is_empty() && place.leaf_start.is_some() {
             // An empty leaf: on to the one before it.
@@ -665,56 +688,67 @@ fn descend_below<S: PageSource>(
     limit: usize,
     chunk: &mut Chunk,
 ) -> Result<BackPlace, ReadError<S::Error>> {
-    let mut pid = root;
-    let mut start: Option<Vec<u8>> = None;
-    let mut parent: Option<BackParent> = None;
-    let mut scratch = Vec::new();
-    let mut index = 0;
-    let mut first_slot = 0;
-    for _ in 0..MAX_DEPTH {
-        let step = pool
-            .read(pid, |page| {
-                // The child, or the leaf's end: where `before` falls; when it equals a key,
-                // the keys just below it are in the child (or the part) before that key's.
-                let at = match before {
-                    None => page.count()?,
-                    Some(key) => match page.search(key)? {
-                        Ok(at) | Err(at) => at,
-                    },
-                };
-                match page.kind()? {
-                    Kind::Internal => {
-                        scratch.clear();
-                        if at > 0 {
-                            page.key_into(at - 1, &mut scratch)?;
+    stable(pool, || {
+        let structure = pool.structure_seq();
+        let mut pid = root;
+        let mut start: Option<Vec<u8>> = None;
+        let mut parent: Option<BackParent> = None;
+        let mut scratch = Vec::new();
+        let mut index = 0;
+        let mut first_slot = 0;
+        for _ in 0..MAX_DEPTH {
+            let (step, version) = pool
+                .read_versioned(pid, |page| {
+                    // The child, or the leaf's end: where `before` falls; when it equals a key,
+                    // the keys just below it are in the child (or the part) before that key's.
+                    let at = match before {
+                        None => page.count()?,
+                        Some(key) => match page.search(key)? {
+                            Ok(at) | Err(at) => at,
+                        },
+                    };
+                    match page.kind()? {
+                        Kind::Internal => {
+                            scratch.clear();
+                            if at > 0 {
+                                page.key_into(at - 1, &mut scratch)?;
+                            }
+                            index = at;
+                            Some(Step::Down(page.child(at)?))
                         }
-                        index = at;
-                        Some(Step::Down(page.child(at)?))
+                        Kind::Leaf => {
+                            chunk.clear();
+                            first_slot = at.saturating_sub(limit);
+                            chunk.copy(page, first_slot..at)?;
+                            Some(Step::Leaf(()))
+                        }
                     }
-                    Kind::Leaf => {
-                        chunk.clear();
-                        first_slot = at.saturating_sub(limit);
-                        chunk.copy(page, first_slot..at)?;
-                        Some(Step::Leaf(()))
+                })
+                .map_err(ReadError::Page)?;
+            match step {
+                Step::Down(child) => {
+                    let above = start.clone();
+                    if !scratch.is_empty() {
+                        start = Some(std::mem::take(&mut scratch));
                     }
+                    parent = Some(BackParent { pid, index, start: above });
+                    pid = child;
                 }
-            })
-            .map_err(ReadError::Page)?;
-        match step {
-            Step::Down(child) => {
-                let above = start.clone();
-                if !scratch.is_empty() {
-                    start = Some(std::mem::take(&mut scratch));
+                Step::Leaf(()) => {
+                    return Ok(BackPlace {
+                        root,
+                        leaf: pid,
+                        leaf_version: version,
+                        structure,
+                        first_slot,
+                        leaf_start: start,
+                        parent,
+                    });
                 }
-                parent = Some(BackParent { pid, index, start: above });
-                pid = child;
-            }
-            Step::Leaf(()) => {
-                return Ok(BackPlace { root, leaf: pid, first_slot, leaf_start: start, parent });
             }
         }
-    }
-    Err(ReadError::TooDeep { root })
+        Err(ReadError::TooDeep { root })
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@
 //! before-image goes to `record` before the leaf changes; the leaf takes the batch's LSN
 //! and is marked dirty (`BufferPool::mark_dirty`) before its latch drops.
 //!
-//! **Structure changes.** Batches share the `structure` lock; a split takes it alone, so
+//! **Structure changes.** Batches share the pool's structure lock
+//! (`BufferPool::hold_structure`); a split takes it alone (`change_structure`), so
 //! no batch holds a leaf while the internal pages change and the internal pages a batch
 //! reads stay as they are while it holds its leaves. A split latches the path from the root
 //! to the full leaf, cuts the leaf in two ([`edit::split`]: the left half stays at its id,
@@ -22,10 +23,9 @@
 //! two halves to new pages and becomes their parent. Every page changed is marked dirty;
 //! write-back writes a split's pages in one atomic group (not yet built).
 //!
-//! **Readers** go down without any lock, validating each page after reading it and each
-//! parent again after reading its child ([`super::read::get_coupled`]): a split latches the
-//! parent before it changes the child and releases it after, so a reader that read the
-//! child's new halves finds its parent changed, and starts again.
+//! **Readers** go down without any lock, validating each page after reading it, and start
+//! again when the pool's structure sequence moved during their descent (a split ran):
+//! see `tree::read`.
 //!
 //! Pages are not merged: a leaf left empty by deletes stays in the tree, and readers and
 //! scans step over it.
@@ -35,7 +35,7 @@
 //! batch that fails.
 
 use std::collections::BTreeSet;
-use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Mutex, PoisonError};
 
 use tierkv_io::frames::Exclusive;
 
@@ -85,8 +85,6 @@ const MAX_SPLITS: usize = 64;
 /// Changes a tree in place (see the module header).
 #[derive(Debug, Default)]
 pub struct Writer {
-    /// Shared by batches and by write-back's copies, held alone by a split.
-    structure: RwLock<()>,
     /// The splits whose pages are not all durable yet, each with the pages it changed
     /// (made or changed): write-back puts them in one group (`closure`).
     splits: Mutex<Vec<SplitRecord>>,
@@ -111,11 +109,6 @@ impl Writer {
     /// A writer.
     pub fn new() -> Writer {
         Writer::default()
-    }
-
-    /// Holds off splits while write-back copies pages (the structure lock, shared).
-    pub fn hold_structure(&self) -> RwLockReadGuard<'_, ()> {
-        self.structure.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Adds to `pids` every page of each split not yet durable that changed one of them,
@@ -171,7 +164,7 @@ impl Writer {
         let page_bytes = pool_page_bytes(pool);
         let mut number = Some(number);
         for _ in 0..=MAX_SPLITS {
-            let shared = self.structure.read().unwrap_or_else(PoisonError::into_inner);
+            let shared = pool.hold_structure();
             let mut held: Vec<Held<'_>> = Vec::new();
             for (at, (key, _)) in ops.iter().enumerate() {
                 let pid = leaf_for(pool, root, key, held.last().map(|h| h.leaf.pid()))?;
@@ -240,7 +233,7 @@ impl Writer {
         key: &[u8],
         pid: u64,
     ) -> Result<(), WriteError<S::Error, N>> {
-        let _alone = self.structure.write().unwrap_or_else(PoisonError::into_inner);
+        let _change = pool.change_structure();
         let page_bytes = pool_page_bytes(pool);
         // No batch runs: the path is latched from the root down with no one to wait for
         // but readers, who only read.

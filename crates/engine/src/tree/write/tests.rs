@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::page::slotted::{decode_internal, decode_leaf, encode_leaf};
 use crate::page::{OverflowRef, Value};
-use crate::tree::read::{get_coupled, Found};
+use crate::tree::read::{chunk_backward, chunk_forward, get, Chunk, ChunkValue, Found};
 
 const PAGE: usize = 4096;
 const ROOT: u64 = 1;
@@ -150,7 +150,7 @@ fn batches_in_place_match_a_sorted_map_through_every_kind_of_split() {
     let mut value = Vec::new();
     for probe in 0..20_000u32 {
         let key = format!("key{probe:05}").into_bytes();
-        let found = get_coupled(&pool, ROOT, &key, &mut value).expect("read");
+        let found = get(&pool, ROOT, &key, &mut value).expect("read");
         match model.get(&key) {
             Some(Value::Inline(bytes)) => {
                 assert_eq!((found, &value[..]), (Found::Inline, &bytes[..]))
@@ -317,7 +317,7 @@ fn readers_find_whole_values_while_writers_split_the_tree() {
                 let mut found = 0;
                 while done.load(Ordering::Acquire) < 2 {
                     let key = format!("k{:04}-{}", rng.u32(..2000), rng.u32(..2)).into_bytes();
-                    match get_coupled(pool, ROOT, &key, &mut value).expect("read") {
+                    match get(pool, ROOT, &key, &mut value).expect("read") {
                         Found::Inline => {
                             assert!(value.starts_with(&key), "{key:?} read another key's value");
                             let round = u32::from_le_bytes(
@@ -376,9 +376,146 @@ fn the_longest_keys_split_internal_pages_of_two_separators() {
     assert_eq!(scan(&pool), model.clone().into_iter().collect::<Vec<_>>());
     let mut value = Vec::new();
     for (key, expected) in &model {
-        assert_eq!(get_coupled(&pool, ROOT, key, &mut value).expect("read"), Found::Inline);
+        assert_eq!(get(&pool, ROOT, key, &mut value).expect("read"), Found::Inline);
         assert_eq!(Value::inline(value.clone()), *expected);
     }
     let separators = pool.read(ROOT, |page| page.count()).expect("root");
     assert!(separators <= 2, "a root of {separators} separators of {longest}-byte keys");
+}
+
+/// Whole scans, forward and backward, a few entries a chunk, while writers grow values and
+/// split leaves and their parents: every scan finds every key (none is ever removed)
+/// exactly once, in order, each with a whole value of its own.
+#[test]
+fn scans_see_every_key_once_while_writers_split_the_tree() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let keys: Vec<Vec<u8>> = (0..3000u32).map(|n| format!("s{n:05}").into_bytes()).collect();
+    let value_for = |key: &[u8], round: u32| {
+        let mut value = key.to_vec();
+        value.resize(12 + round as usize % 800 / 4, b'+');
+        value
+    };
+    for key in &keys {
+        let value = value_for(key, 0);
+        writer
+            .apply(
+                &pool,
+                &ids,
+                ROOT,
+                &[(&key[..], Some(ValueRef::Inline(&value)))],
+                || Ok::<_, Infallible>(1),
+                |_, _, _| {},
+            )
+            .expect("load");
+    }
+    let loaded = ids.0.load(Ordering::Relaxed);
+    let done = AtomicU64::new(0);
+    let scans = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        {
+            let (pool, ids, writer, keys, done, scans) =
+                (&pool, &ids, &writer, &keys, &done, &scans);
+            scope.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(1);
+                // Until the scanners have run a good many scans against it.
+                for round in 1..400_000u32 {
+                    if scans.load(Ordering::Relaxed) >= 40 && round > 1200 {
+                        break;
+                    }
+                    // Old keys take longer values; new keys go in between them (so slots
+                    // move under a cursor that stays in its leaf).
+                    let mut batch: Vec<Vec<u8>> = (0..4)
+                        .map(|i| {
+                            let mut key = keys[rng.usize(..keys.len())].clone();
+                            if i % 2 == 1 {
+                                key.push(rng.u8(b'a'..=b'z'));
+                            }
+                            key
+                        })
+                        .collect();
+                    batch.sort();
+                    batch.dedup();
+                    let values: Vec<Vec<u8>> = batch.iter().map(|k| value_for(k, round)).collect();
+                    let ops: Vec<Op<'_>> = batch
+                        .iter()
+                        .zip(&values)
+                        .map(|(k, v)| (&k[..], Some(ValueRef::Inline(v))))
+                        .collect();
+                    writer
+                        .apply(
+                            pool,
+                            ids,
+                            ROOT,
+                            &ops,
+                            || Ok::<_, Infallible>(u64::from(round) + 1),
+                            |_, _, _| {},
+                        )
+                        .expect("apply");
+                }
+                done.store(1, Ordering::Release);
+            });
+        }
+        for backward in [false, true] {
+            let (pool, keys, done, scans) = (&pool, &keys, &done, &scans);
+            scope.spawn(move || {
+                while done.load(Ordering::Acquire) == 0 {
+                    let mut chunk = Chunk::default();
+                    let mut seen: Vec<Vec<u8>> = Vec::new();
+                    let mut from: Option<Vec<u8>> = if backward { None } else { Some(Vec::new()) };
+                    loop {
+                        if backward {
+                            chunk_backward(pool, ROOT, from.as_deref(), 5, &mut chunk)
+                                .expect("chunk");
+                        } else {
+                            chunk_forward(
+                                pool,
+                                ROOT,
+                                from.as_deref().expect("from"),
+                                5,
+                                &mut chunk,
+                            )
+                            .expect("chunk");
+                        }
+                        let mut got: Vec<Vec<u8>> = Vec::new();
+                        for index in 0..chunk.entries.len() {
+                            let key = chunk.key(index).to_vec();
+                            let ChunkValue::Inline(range) = &chunk.entries[index].1 else {
+                                panic!("inline")
+                            };
+                            assert!(
+                                chunk.bytes[range.clone()].starts_with(&key),
+                                "{key:?} with another's value"
+                            );
+                            got.push(key);
+                        }
+                        if backward {
+                            got.reverse();
+                        }
+                        seen.extend(got);
+                        match chunk.bound.clone() {
+                            Some(bound) => from = Some(bound),
+                            None => break,
+                        }
+                    }
+                    if backward {
+                        seen.reverse();
+                    }
+                    assert!(
+                        seen.windows(2).all(|w| w[0] < w[1]),
+                        "a scan out of order, or a key twice"
+                    );
+                    let old: Vec<&Vec<u8>> = seen.iter().filter(|k| k.len() == 6).collect();
+                    assert!(
+                        old.len() == keys.len() && old.iter().zip(keys).all(|(a, b)| *a == b),
+                        "a scan lost keys"
+                    );
+                    scans.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert!(scans.load(Ordering::Relaxed) >= 40, "scans ran alongside the writer");
+    let during = ids.0.load(Ordering::Relaxed) - loaded;
+    assert!(during > 30, "{during} pages made while scans ran");
 }

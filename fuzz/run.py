@@ -33,7 +33,9 @@ TARGETS = ["log_record", "log_segment", "write_batch", "block_header", "segment_
            "map_checkpoint", "btree_page", "slotted_page", "slotted_edits", "meta_block",
            "store_dir"]
 # store_dir damages a whole store directory; its inputs are edit scripts that stay short.
-EXTRA = {"store_dir": ["-max_len=120"]}
+# slotted_edits replays a script of 4-byte steps against a model, checking the page after
+# each: short scripts run many more times in the same CPU time.
+EXTRA = {"store_dir": ["-max_len=120"], "slotted_edits": ["-max_len=1024"]}
 # How many executions a run did: "stat::number_of_executed_units: N" (plain mode, with
 # -print_final_stats=1) or the last "#N:" status line (fork mode).
 PLAIN_RUNS = re.compile(r"stat::number_of_executed_units:\s*(\d+)")

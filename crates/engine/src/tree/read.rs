@@ -151,18 +151,31 @@ pub fn get<S: PageSource>(
     key: &[u8],
     value: &mut Vec<u8>,
 ) -> Result<Found, ReadError<S::Error>> {
+    get_at(pool, root, key, value).map(|(found, _)| found)
+}
+
+/// `get`, with the LSN of the leaf it read (read under the same validation): in a tree
+/// changed in place, a reader whose sequence is below it asks the undo for what the key
+/// held then.
+pub fn get_at<S: PageSource>(
+    pool: &BufferPool<S>,
+    root: u64,
+    key: &[u8],
+    value: &mut Vec<u8>,
+) -> Result<(Found, u64), ReadError<S::Error>> {
     descend(pool, root, key, |leaf| {
         value.clear();
-        match leaf.search(key)? {
-            Err(_) => Some(Found::Absent),
+        let found = match leaf.search(key)? {
+            Err(_) => Found::Absent,
             Ok(at) => match leaf.value(at)? {
                 ValueAt::Inline { offset, len } => {
                     leaf.inline_into(offset, len, value)?;
-                    Some(Found::Inline)
+                    Found::Inline
                 }
-                ValueAt::Overflow(overflow) => Some(Found::Overflow(overflow)),
+                ValueAt::Overflow(overflow) => Found::Overflow(overflow),
             },
-        }
+        };
+        Some((found, leaf.lsn()?))
     })
 }
 
@@ -301,6 +314,70 @@ impl Chunk {
     /// How many entries have keys below `key` (the entries are in key order).
     pub fn below(&self, key: &[u8]) -> usize {
         self.entries.partition_point(|(at, _)| &self.bytes[at.clone()] < key)
+    }
+
+    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+    /// Puts what a snapshot saw over the entries: each key of `before` (in the chunk's range,
+    /// ascending) takes its value, or leaves the chunk when it had none (`None`); keys the
+    /// chunk lacks come in. For a chunk of a tree changed in place read by a snapshot older
+    /// than its leaves (`lsn` above the snapshot's sequence), with the undo's before-images
+    /// of its range (`undo::View::before_range`), looked up after the chunk was read.
+    pub fn overlay(&mut self, before: &std::collections::BTreeMap<Vec<u8>, Option<Bytes>>) {
+        if before.is_empty() {
+            return;
+        }
+        let old_bytes = std::mem::take(&mut self.bytes);
+        let old_entries = std::mem::take(&mut self.entries);
+        let mut overlay = before.iter().peekable();
+        let owned = self.owned;
+        let push = |chunk: &mut Chunk, key: &[u8], value: ChunkValue| {
+            let start = chunk.bytes.len();
+            chunk.bytes.extend_from_slice(key);
+            chunk.entries.push((start..chunk.bytes.len(), value));
+        };
+        let inline = |chunk: &mut Chunk, bytes: &[u8]| {
+            if owned {
+                ChunkValue::Owned(bytes.to_vec())
+            } else {
+                let at = chunk.bytes.len();
+                chunk.bytes.extend_from_slice(bytes);
+                ChunkValue::Inline(at..at + bytes.len())
+            }
+        };
+        for (key_range, value) in old_entries {
+            let key = &old_bytes[key_range];
+            // Keys of the overlay below this one: ones the chunk lacks.
+            while let Some((before_key, before_value)) =
+                overlay.next_if(|(k, _)| k.as_slice() < key)
+            {
+                if let Some(bytes) = before_value {
+                    let value = inline(self, bytes);
+                    push(self, before_key, value);
+                }
+            }
+            if let Some((_, before_value)) = overlay.next_if(|(k, _)| k.as_slice() == key) {
+                if let Some(bytes) = before_value {
+                    let value = inline(self, bytes);
+                    push(self, key, value);
+                }
+                continue;
+            }
+            let value = match value {
+                ChunkValue::Inline(range) => inline(self, &old_bytes[range]),
+                other => other,
+            };
+            push(self, key, value);
+        }
+        for (before_key, before_value) in overlay {
+            if let Some(bytes) = before_value {
+                let value = inline(self, bytes);
+                push(self, before_key, value);
+            }
+        }
+        debug_assert!(self
+            .entries
+            .windows(2)
+            .all(|w| self.bytes[w[0].0.clone()] < self.bytes[w[1].0.clone()]));
     }
 
     /// Copies entries `range` of `leaf` in (forward order).

@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::page::slotted::{decode_internal, decode_leaf, encode_leaf};
@@ -518,4 +518,257 @@ fn scans_see_every_key_once_while_writers_split_the_tree() {
     assert!(scans.load(Ordering::Relaxed) >= 40, "scans ran alongside the writer");
     let during = ids.0.load(Ordering::Relaxed) - loaded;
     assert!(during > 30, "{during} pages made while scans ran");
+}
+
+/// Snapshot scans of a tree changed in place: a writer inserts, replaces and removes keys
+/// in batches, recording each before-image in an undo and publishing each batch after it
+/// made it; scanners take the undo's view and then the visible sequence, scan the whole
+/// tree a few entries at a time forward or backward, and put the before-images of each
+/// chunk's range over it when its leaves are newer than their sequence. Every scan equals
+/// the state after exactly the batches up to its sequence.
+#[test]
+fn snapshot_scans_see_their_sequence_while_pages_change_in_place() {
+    use crate::undo::Undo;
+    use arc_swap::ArcSwap;
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let undo = Undo::new(64 << 10, 1 << 30);
+    let published = ArcSwap::from_pointee(undo.view());
+    let visible = AtomicU64::new(0);
+    type Batch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+    let batches: Mutex<Vec<Batch>> = Mutex::new(Vec::new());
+    let done = AtomicU64::new(0);
+    let scans: Mutex<Vec<(u64, Entries)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        {
+            let (pool, ids, writer, undo, published, visible, batches, done, scans) =
+                (&pool, &ids, &writer, &undo, &published, &visible, &batches, &done, &scans);
+            scope.spawn(move || {
+                let mut rng = fastrand::Rng::with_seed(4);
+                for lsn in 1..200_000u64 {
+                    if lsn > 1500 && scans.lock().expect("lock").len() >= 30 {
+                        break;
+                    }
+                    let mut batch: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+                    for _ in 0..rng.usize(1..5) {
+                        let key = format!("u{:04}", rng.u32(..1500)).into_bytes();
+                        let value = (rng.u8(..4) > 0).then(|| {
+                            let mut value = key.clone();
+                            value.extend_from_slice(&lsn.to_le_bytes());
+                            value.resize(value.len() + rng.usize(..200), b'~');
+                            value
+                        });
+                        batch.insert(key, value);
+                    }
+                    let ops: Vec<Op<'_>> = batch
+                        .iter()
+                        .map(|(k, v)| (&k[..], v.as_deref().map(ValueRef::Inline)))
+                        .collect();
+                    writer
+                        .apply(
+                            pool,
+                            ids,
+                            ROOT,
+                            &ops,
+                            || Ok::<_, Infallible>(lsn),
+                            |key, at, before| {
+                                let before = before.map(|b| match b {
+                                    ValueRef::Inline(bytes) => bytes,
+                                    ValueRef::Overflow(_) => panic!("no overflow values here"),
+                                });
+                                undo.record(key, at, before);
+                            },
+                        )
+                        .expect("apply");
+                    batches.lock().expect("lock").push(batch.into_iter().collect());
+                    visible.store(lsn, Ordering::Release);
+                    if undo.full() {
+                        published.store(Arc::new(undo.rotate(|| lsn, lsn)));
+                    }
+                }
+                done.store(1, Ordering::Release);
+            });
+        }
+        for backward in [false, true] {
+            let (pool, published, visible, done, scans) =
+                (&pool, &published, &visible, &done, &scans);
+            scope.spawn(move || {
+                while done.load(Ordering::Acquire) == 0 {
+                    let view = published.load_full();
+                    let sequence = visible.load(Ordering::Acquire);
+                    let mut chunk = Chunk::default();
+                    let mut seen: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+                    let mut from: Option<Vec<u8>> = if backward { None } else { Some(Vec::new()) };
+                    loop {
+                        let (start, end) = if backward {
+                            chunk_backward(pool, ROOT, from.as_deref(), 4, &mut chunk)
+                                .expect("chunk");
+                            (chunk.bound.clone().unwrap_or_default(), from.clone())
+                        } else {
+                            chunk_forward(
+                                pool,
+                                ROOT,
+                                from.as_deref().expect("from"),
+                                4,
+                                &mut chunk,
+                            )
+                            .expect("chunk");
+                            (from.clone().expect("from"), chunk.bound.clone())
+                        };
+                        if chunk.lsn > sequence {
+                            let before = view
+                                .before_range(&start, end.as_deref(), sequence)
+                                .expect("not trimmed");
+                            chunk.overlay(&before);
+                        }
+                        let mut got: Vec<(Vec<u8>, Vec<u8>)> = (0..chunk.entries.len())
+                            .map(|i| {
+                                let ChunkValue::Inline(range) = &chunk.entries[i].1 else {
+                                    panic!("inline")
+                                };
+                                (chunk.key(i).to_vec(), chunk.bytes[range.clone()].to_vec())
+                            })
+                            .collect();
+                        if backward {
+                            got.reverse();
+                        }
+                        seen.extend(got);
+                        match chunk.bound.clone() {
+                            Some(bound) => from = Some(bound),
+                            None => break,
+                        }
+                    }
+                    if backward {
+                        seen.reverse();
+                    }
+                    scans.lock().expect("lock").push((sequence, seen));
+                }
+            });
+        }
+    });
+    let batches = batches.into_inner().expect("lock");
+    let scans = scans.into_inner().expect("lock");
+    assert!(scans.len() >= 30, "{} scans", scans.len());
+    let mut state: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut states = vec![state.clone()];
+    for batch in &batches {
+        for (key, value) in batch {
+            match value {
+                Some(value) => state.insert(key.clone(), value.clone()),
+                None => state.remove(key),
+            };
+        }
+        states.push(state.clone());
+    }
+    let mut behind = 0;
+    for (sequence, seen) in &scans {
+        let expected: Vec<(Vec<u8>, Vec<u8>)> =
+            states[*sequence as usize].clone().into_iter().collect();
+        assert!(
+            *seen == expected,
+            "a scan at {sequence} is not the state then ({} entries, {} expected)",
+            seen.len(),
+            expected.len()
+        );
+        behind += usize::from(*sequence + 1 < batches.len() as u64);
+    }
+    assert!(behind > 0, "every scan ended before a change: the overlay was never needed");
+}
+
+/// Snapshot lookups of a tree changed in place: readers take the undo's view and then the
+/// visible sequence, look a key up (`get_at`), and ask the view for the key's before-image
+/// when the leaf is newer than their sequence. Every answer is the key's value after the
+/// batches up to the reader's sequence.
+#[test]
+fn snapshot_lookups_see_their_sequence_while_pages_change_in_place() {
+    use crate::tree::read::get_at;
+    use crate::undo::Undo;
+    use arc_swap::ArcSwap;
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let undo = Undo::new(64 << 10, 1 << 30);
+    let published = ArcSwap::from_pointee(undo.view());
+    let visible = AtomicU64::new(0);
+    type Change = (Vec<u8>, Option<Vec<u8>>);
+    let history: Mutex<Vec<Change>> = Mutex::new(vec![(Vec::new(), None)]);
+    let done = AtomicU64::new(0);
+    let reads = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..2u64)
+            .map(|seed| {
+                let (pool, published, visible, done) = (&pool, &published, &visible, &done);
+                scope.spawn(move || {
+                    let mut rng = fastrand::Rng::with_seed(seed);
+                    let mut reads = Vec::new();
+                    let mut value = Vec::new();
+                    while done.load(Ordering::Acquire) == 0 {
+                        let view = published.load_full();
+                        let sequence = visible.load(Ordering::Acquire);
+                        let key = format!("p{:03}", rng.u32(..400)).into_bytes();
+                        let (found, lsn) = get_at(pool, ROOT, &key, &mut value).expect("read");
+                        let now = match found {
+                            Found::Inline => Some(value.clone()),
+                            Found::Absent => None,
+                            Found::Overflow(_) => panic!("no overflow values here"),
+                        };
+                        let (got, undone) = if lsn > sequence {
+                            match view.before(&key, sequence).expect("not trimmed") {
+                                Some(before) => (before.map(|b| b.to_vec()), true),
+                                None => (now, false),
+                            }
+                        } else {
+                            (now, false)
+                        };
+                        reads.push((key, sequence, got, undone));
+                    }
+                    reads
+                })
+            })
+            .collect();
+        let mut rng = fastrand::Rng::with_seed(77);
+        for lsn in 1..=30_000u64 {
+            let key = format!("p{:03}", rng.u32(..400)).into_bytes();
+            let value = (rng.u8(..4) > 0).then(|| {
+                let mut value = key.clone();
+                value.extend_from_slice(&lsn.to_le_bytes());
+                value.resize(value.len() + rng.usize(..150), b'#');
+                value
+            });
+            writer
+                .apply(
+                    &pool,
+                    &ids,
+                    ROOT,
+                    &[(&key[..], value.as_deref().map(ValueRef::Inline))],
+                    || Ok::<_, Infallible>(lsn),
+                    |key, at, before| {
+                        let before = before.map(|b| match b {
+                            ValueRef::Inline(bytes) => bytes,
+                            ValueRef::Overflow(_) => panic!("no overflow values here"),
+                        });
+                        undo.record(key, at, before);
+                    },
+                )
+                .expect("apply");
+            history.lock().expect("lock").push((key, value));
+            visible.store(lsn, Ordering::Release);
+            if undo.full() {
+                published.store(Arc::new(undo.rotate(|| lsn, lsn)));
+            }
+        }
+        done.store(1, Ordering::Release);
+        readers.into_iter().flat_map(|r| r.join().expect("reader")).collect::<Vec<_>>()
+    });
+    let history = history.into_inner().expect("lock");
+    let mut undone = 0;
+    for (key, sequence, got, before) in &reads {
+        let expected = history[1..=*sequence as usize]
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.clone());
+        assert_eq!(got, &expected, "{key:?} at {sequence}");
+        undone += usize::from(*before);
+    }
+    assert!(reads.len() > 1000 && undone > 0, "{} reads, {undone} from before-images", reads.len());
 }

@@ -4,20 +4,24 @@
 # built from the tag `engine-i` (the engine before issue 25) and the one built here,
 # alternating, three rounds, the order swapped each round. Writes each run's report and
 # summary.json: per workload, the new/old ratio of ops/s within each round and its median.
+# OUT (default results/engine/engine-ii-reads) is where the reports go; OLD_REF (default the
+# tag engine-i) the commit the old binary is built from.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=results/engine/engine-ii-reads
+out=${OUT:-results/engine/engine-ii-reads}
+mkdir -p "$out"
+old_ref=${OLD_REF:-engine-i}
 dir=${DATA_DIR:-/tmp/tierkv-engine-ii}
-old_tree=${OLD_TREE:-/tmp/tierkv-engine-i-src}
-old=$dir/tierkv-engine-i
+old_tree=${OLD_TREE:-/tmp/tierkv-$old_ref-src}
+old=$dir/tierkv-$old_ref
 new=$dir/tierkv-new
 mkdir -p "$dir"
 cargo build --release -p tierkv-cli
 cp target/release/tierkv "$new"
 if [[ ! -x $old ]]; then
-    [[ -d $old_tree ]] || git worktree add --detach "$old_tree" engine-i
-    (cd "$old_tree" && cargo build --release -p tierkv-cli --target-dir "$dir/target-old")
-    cp "$dir/target-old/release/tierkv" "$old"
+    [[ -d $old_tree ]] || git worktree add --detach "$old_tree" "$old_ref"
+    (cd "$old_tree" && cargo build --release -p tierkv-cli --target-dir "$dir/target-$old_ref")
+    cp "$dir/target-$old_ref/release/tierkv" "$old"
 fi
 args=(bench engine --workloads fillrandom,readrandom,seekrandom --num 1000000 --reads 2000000
     --cache-size 1g --durability none --quiet)
@@ -42,6 +46,7 @@ for r in (1, 2, 3):
     rounds[r] = {k: rates["new"][k] / rates["old"][k] for k in rates["new"]}
 summary = {
     "command": "results/engine/engine-ii-reads/run.sh",
+    "old_ref": __import__("os").environ.get("OLD_REF", "engine-i"),
     "machine": json.load(open(f"{out}/new-round-1.json"))["machine"],
     "ratio_new_over_old_by_round": rounds,
     "median_ratio": {k: statistics.median(rounds[r][k] for r in rounds) for k in rounds[1]},

@@ -275,6 +275,22 @@ pub fn slotted_edits(data: &[u8]) {
             (Some(77), link)
         );
     }
+    // A full parent's split with the separator it had no room for: one more entry than the
+    // page holds, the middle one going up.
+    let extra = key_of(data.last().copied().unwrap_or(0x7F) | 0x40);
+    if internal_model.len() >= 2 && !extra.is_empty() && !internal_model.contains_key(&extra) {
+        let Split { left, right, separator } = edit::split_adding(&internal[..], 77, &extra, 99);
+        let (l, r) = (
+            slotted::decode_internal(left.as_slice()).expect("left"),
+            slotted::decode_internal(right.as_slice()).expect("right"),
+        );
+        let mut all = internal_model.clone();
+        all.insert(extra, 99);
+        let mut joined: BTreeMap<Vec<u8>, u64> = l.1.into_iter().chain(r.1).collect();
+        joined.insert(separator.clone(), r.0);
+        assert_eq!(joined, all, "a split with one more separator lost or moved one");
+        assert_eq!(l.0, 1, "the left half keeps the page's first child");
+    }
     if internal_model.len() >= 3 {
         let Split { left, right, separator } = edit::split(&internal[..], 77);
         let (l, r) = (

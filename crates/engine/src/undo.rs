@@ -161,7 +161,9 @@ impl Undo {
     pub fn record(&self, key: &[u8], sequence: u64, before: Option<&[u8]>) {
         assert!(sequence > 0 && sequence < u64::MAX, "undo of sequence {sequence}");
         let segment = self.current.load();
-        let Some(memtable) = segment.before.load_full() else {
+        // A guard, not a clone: no reference count moves on a writer's path.
+        let guard = segment.before.load();
+        let Some(memtable) = guard.as_ref() else {
             unreachable!("the current segment is never dropped");
         };
         let added = memtable.insert(key, u64::MAX - sequence, before);

@@ -195,15 +195,19 @@ impl Memtable {
     /// may carry many keys (a batch); the same key twice in one sequence keeps the last.
     /// Returns the bytes it counted for the version.
     pub fn insert(&self, key: &[u8], sequence: u64, value: Option<&[u8]>) -> usize {
+        self.insert_bytes(key, sequence, value.map(Bytes::copy_from_slice))
+    }
+
+    /// `insert` of a value the caller already holds as `Bytes` (no copy of it is made).
+    pub fn insert_bytes(&self, key: &[u8], sequence: u64, value: Option<Bytes>) -> usize {
         let bytes = allocation_bytes(key.len())
-            + value.map_or(0, |value| allocation_bytes(value.len()))
+            + value.as_ref().map_or(0, |value| allocation_bytes(value.len()))
             + VERSION_OVERHEAD;
         self.bytes.fetch_add(bytes, AtomicOrdering::Relaxed);
         // IMPORTANT: the key's filter bits go in before its version, and both before the
         // caller publishes `sequence` to readers, who then find the bits (see `get`).
         self.filter.insert(key);
-        self.versions
-            .insert(VersionKey { key: key.to_vec(), sequence }, value.map(Bytes::copy_from_slice));
+        self.versions.insert(VersionKey { key: key.to_vec(), sequence }, value);
         bytes
     }
 

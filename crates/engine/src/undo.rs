@@ -43,14 +43,55 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 
 use crate::memtable::Memtable;
+use crate::page::slotted::edit::ValueRef;
+use crate::page::{OverflowRef, Value};
 
 /// A reader's snapshot needed before-images that were dropped to keep memory in bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the snapshot is too old: the changes since it were more than the undo limit")]
 pub struct TooOld;
 
-/// What a key held before a change: its value, or `None` when it had none.
-pub type Before = Option<Bytes>;
+/// What a key held before a change: its value (inline, or where its overflow blocks are),
+/// or `None` when it had none.
+pub type Before = Option<Value>;
+
+/// Tags of a before-image's bytes in a segment: an inline value's bytes follow, or an
+/// overflow reference's fields (length, first block, block count, little-endian).
+const INLINE: u8 = 0;
+const OVERFLOW: u8 = 1;
+
+fn encode(before: Option<ValueRef<'_>>) -> Option<Bytes> {
+    before.map(|value| {
+        let mut out = Vec::new();
+        match value {
+            ValueRef::Inline(bytes) => {
+                out.reserve(1 + bytes.len());
+                out.push(INLINE);
+                out.extend_from_slice(bytes);
+            }
+            ValueRef::Overflow(overflow) => {
+                out.push(OVERFLOW);
+                out.extend_from_slice(&overflow.len.to_le_bytes());
+                out.extend_from_slice(&overflow.first.to_le_bytes());
+                out.extend_from_slice(&overflow.blocks.to_le_bytes());
+            }
+        }
+        Bytes::from(out)
+    })
+}
+
+fn decode(stored: Option<Bytes>) -> Before {
+    let bytes = stored?;
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    Some(match bytes[0] {
+        INLINE => Value::Inline(bytes.slice(1..)),
+        tag => {
+            assert!(tag == OVERFLOW && bytes.len() == 21, "a before-image tagged {tag}");
+            let blocks = u32::from_le_bytes(bytes[17..21].try_into().expect("4 bytes"));
+            Value::Overflow(OverflowRef { len: word(1), first: word(9), blocks })
+        }
+    })
+}
 
 /// One segment of before-images.
 struct Segment {
@@ -158,7 +199,7 @@ impl Undo {
 
     /// Records that `key` held `before` until the change numbered `sequence`. Call it after
     /// the log numbered the change and before the change is made where readers can see it.
-    pub fn record(&self, key: &[u8], sequence: u64, before: Option<&[u8]>) {
+    pub fn record(&self, key: &[u8], sequence: u64, before: Option<ValueRef<'_>>) {
         assert!(sequence > 0 && sequence < u64::MAX, "undo of sequence {sequence}");
         let segment = self.current.load();
         // A guard, not a clone: no reference count moves on a writer's path.
@@ -166,7 +207,7 @@ impl Undo {
         let Some(memtable) = guard.as_ref() else {
             unreachable!("the current segment is never dropped");
         };
-        let added = memtable.insert(key, u64::MAX - sequence, before);
+        let added = memtable.insert_bytes(key, u64::MAX - sequence, encode(before));
         segment.counted.fetch_add(added, Ordering::Relaxed);
         self.bytes.fetch_add(added, Ordering::Relaxed);
         debug_assert!(memtable.get(key, u64::MAX - sequence).is_some());
@@ -265,7 +306,7 @@ impl View {
             }
             if let Some(found) = found {
                 assert!(u64::MAX - found.sequence > sequence, "a change at or below the snapshot");
-                return Ok(Some(found.value));
+                return Ok(Some(decode(found.value)));
             }
             match segment.next.get() {
                 Some(next) => segment = next,
@@ -297,7 +338,7 @@ impl View {
             // An earlier segment holds the earlier change of a key: it wins.
             for (key, found) in found {
                 assert!(u64::MAX - found.sequence > sequence, "a change at or below the snapshot");
-                out.entry(key).or_insert(found.value);
+                out.entry(key).or_insert_with(|| decode(found.value));
             }
             match segment.next.get() {
                 Some(next) => segment = next,

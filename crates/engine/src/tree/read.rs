@@ -322,7 +322,7 @@ impl Chunk {
     /// chunk lacks come in. For a chunk of a tree changed in place read by a snapshot older
     /// than its leaves (`lsn` above the snapshot's sequence), with the undo's before-images
     /// of its range (`undo::View::before_range`), looked up after the chunk was read.
-    pub fn overlay(&mut self, before: &std::collections::BTreeMap<Vec<u8>, Option<Bytes>>) {
+    pub fn overlay(&mut self, before: &std::collections::BTreeMap<Vec<u8>, Option<Value>>) {
         if before.is_empty() {
             return;
         }
@@ -344,20 +344,24 @@ impl Chunk {
                 ChunkValue::Inline(at..at + bytes.len())
             }
         };
+        let stored = |chunk: &mut Chunk, value: &Value| match value {
+            Value::Inline(bytes) => inline(chunk, bytes),
+            Value::Overflow(overflow) => ChunkValue::Overflow(*overflow),
+        };
         for (key_range, value) in old_entries {
             let key = &old_bytes[key_range];
             // Keys of the overlay below this one: ones the chunk lacks.
             while let Some((before_key, before_value)) =
                 overlay.next_if(|(k, _)| k.as_slice() < key)
             {
-                if let Some(bytes) = before_value {
-                    let value = inline(self, bytes);
+                if let Some(value) = before_value {
+                    let value = stored(self, value);
                     push(self, before_key, value);
                 }
             }
             if let Some((_, before_value)) = overlay.next_if(|(k, _)| k.as_slice() == key) {
-                if let Some(bytes) = before_value {
-                    let value = inline(self, bytes);
+                if let Some(value) = before_value {
+                    let value = stored(self, value);
                     push(self, key, value);
                 }
                 continue;
@@ -369,8 +373,8 @@ impl Chunk {
             push(self, key, value);
         }
         for (before_key, before_value) in overlay {
-            if let Some(bytes) = before_value {
-                let value = inline(self, bytes);
+            if let Some(value) = before_value {
+                let value = stored(self, value);
                 push(self, before_key, value);
             }
         }

@@ -3,6 +3,15 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
 
 use super::*;
+use crate::page::slotted::edit::ValueRef;
+
+/// A before-image's inline bytes (these tests have no overflow values).
+fn inline(before: Before) -> Option<Bytes> {
+    before.map(|value| match value {
+        Value::Inline(bytes) => bytes,
+        Value::Overflow(_) => panic!("no overflow values here"),
+    })
+}
 
 type State = BTreeMap<Vec<u8>, Bytes>;
 
@@ -10,7 +19,7 @@ type State = BTreeMap<Vec<u8>, Bytes>;
 /// the page holds now.
 fn read(view: &View, page: &State, key: &[u8], sequence: u64) -> Result<Option<Bytes>, TooOld> {
     Ok(match view.before(key, sequence)? {
-        Some(before) => before,
+        Some(before) => inline(before),
         None => page.get(key).cloned(),
     })
 }
@@ -19,7 +28,7 @@ fn read(view: &View, page: &State, key: &[u8], sequence: u64) -> Result<Option<B
 fn scan(view: &View, page: &State, sequence: u64) -> Result<State, TooOld> {
     let mut out = page.clone();
     for (key, before) in view.before_range(b"", None, sequence)? {
-        match before {
+        match inline(before) {
             Some(value) => out.insert(key, value),
             None => out.remove(&key),
         };
@@ -40,7 +49,7 @@ fn every_view_reads_the_state_at_its_sequence() {
     for sequence in 1..=3000u64 {
         let key = vec![rng.u8(..16)];
         let before = page.get(&key).cloned();
-        undo.record(&key, sequence, before.as_deref());
+        undo.record(&key, sequence, before.as_deref().map(ValueRef::Inline));
         if rng.u8(..4) == 0 {
             page.remove(&key);
         } else {
@@ -71,7 +80,7 @@ fn dropping_the_old_views_frees_their_segments() {
     let empty = undo.bytes();
     let mut views = Vec::new();
     for sequence in 1..=2000u64 {
-        undo.record(&sequence.to_be_bytes(), sequence, Some(&[7; 100]));
+        undo.record(&sequence.to_be_bytes(), sequence, Some(ValueRef::Inline(&[7; 100])));
         if undo.full() {
             views.push(undo.rotate(|| sequence, sequence));
         }
@@ -94,7 +103,7 @@ fn a_snapshot_older_than_the_limit_allows_is_refused() {
     for sequence in 1..=2000u64 {
         let key = (sequence % 300).to_be_bytes().to_vec();
         let before = page.insert(key.clone(), Bytes::from(vec![1; 100]));
-        undo.record(&key, sequence, before.as_deref());
+        undo.record(&key, sequence, before.as_deref().map(ValueRef::Inline));
         if undo.full() {
             last = undo.rotate(|| sequence, sequence);
             undo.trim();
@@ -139,7 +148,7 @@ fn concurrent_readers_see_their_snapshot_while_a_writer_changes_the_page() {
                         };
                         let (got, undone) = if lsn > sequence {
                             match view.before(&key, sequence).expect("not trimmed") {
-                                Some(before) => (before, true),
+                                Some(before) => (inline(before), true),
                                 None => (now, false),
                             }
                         } else {
@@ -157,7 +166,7 @@ fn concurrent_readers_see_their_snapshot_while_a_writer_changes_the_page() {
             let value = (rng.u8(..5) > 0).then(|| Bytes::from(sequence.to_le_bytes().to_vec()));
             {
                 let mut page = page.write().unwrap_or_else(PoisonError::into_inner);
-                undo.record(&key, sequence, page.0.get(&key).map(|b| &b[..]));
+                undo.record(&key, sequence, page.0.get(&key).map(|b| ValueRef::Inline(&b[..])));
                 match &value {
                     Some(value) => page.0.insert(key.clone(), value.clone()),
                     None => page.0.remove(&key),
@@ -185,4 +194,25 @@ fn concurrent_readers_see_their_snapshot_while_a_writer_changes_the_page() {
     }
     // Reads that raced a change and took its before-image: the path this test is for.
     assert!(reads.len() > 1000 && undone > 0, "{} reads, {undone} from before-images", reads.len());
+}
+
+/// Before-images of every kind come back as they went in: inline bytes (empty ones too),
+/// an overflow value's reference, and none.
+#[test]
+fn before_images_of_every_kind_come_back_whole() {
+    let undo = Undo::new(4 << 10, 1 << 20);
+    let overflow = OverflowRef { len: 70_000, first: 12, blocks: 2 };
+    undo.record(b"a", 5, Some(ValueRef::Inline(b"apple")));
+    undo.record(b"b", 6, Some(ValueRef::Inline(b"")));
+    undo.record(b"c", 7, Some(ValueRef::Overflow(overflow)));
+    undo.record(b"d", 8, None);
+    let view = undo.view();
+    assert_eq!(view.before(b"a", 4), Ok(Some(Some(Value::inline(&b"apple"[..])))));
+    assert_eq!(view.before(b"a", 5), Ok(None), "the change at 5 is the snapshot's own");
+    assert_eq!(view.before(b"b", 0), Ok(Some(Some(Value::inline(&b""[..])))));
+    assert_eq!(view.before(b"c", 6), Ok(Some(Some(Value::Overflow(overflow)))));
+    assert_eq!(view.before(b"d", 7), Ok(Some(None)));
+    let all = view.before_range(b"", None, 0).expect("range");
+    assert_eq!(all.len(), 4);
+    assert_eq!(all[&b"c"[..]], Some(Value::Overflow(overflow)));
 }

@@ -572,13 +572,7 @@ fn snapshot_scans_see_their_sequence_while_pages_change_in_place() {
                             ROOT,
                             &ops,
                             || Ok::<_, Infallible>(lsn),
-                            |key, at, before| {
-                                let before = before.map(|b| match b {
-                                    ValueRef::Inline(bytes) => bytes,
-                                    ValueRef::Overflow(_) => panic!("no overflow values here"),
-                                });
-                                undo.record(key, at, before);
-                            },
+                            |key, at, before| undo.record(key, at, before),
                         )
                         .expect("apply");
                     batches.lock().expect("lock").push(batch.into_iter().collect());
@@ -713,7 +707,13 @@ fn snapshot_lookups_see_their_sequence_while_pages_change_in_place() {
                         };
                         let (got, undone) = if lsn > sequence {
                             match view.before(&key, sequence).expect("not trimmed") {
-                                Some(before) => (before.map(|b| b.to_vec()), true),
+                                Some(before) => (
+                                    before.map(|b| match b {
+                                        Value::Inline(bytes) => bytes.to_vec(),
+                                        Value::Overflow(_) => panic!("no overflow values here"),
+                                    }),
+                                    true,
+                                ),
                                 None => (now, false),
                             }
                         } else {
@@ -741,13 +741,7 @@ fn snapshot_lookups_see_their_sequence_while_pages_change_in_place() {
                     ROOT,
                     &[(&key[..], value.as_deref().map(ValueRef::Inline))],
                     || Ok::<_, Infallible>(lsn),
-                    |key, at, before| {
-                        let before = before.map(|b| match b {
-                            ValueRef::Inline(bytes) => bytes,
-                            ValueRef::Overflow(_) => panic!("no overflow values here"),
-                        });
-                        undo.record(key, at, before);
-                    },
+                    |key, at, before| undo.record(key, at, before),
                 )
                 .expect("apply");
             history.lock().expect("lock").push((key, value));

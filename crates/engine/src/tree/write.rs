@@ -13,6 +13,11 @@
 //! before-image goes to `record` before the leaf changes; the leaf takes the batch's LSN
 //! and is marked dirty (`BufferPool::mark_dirty`) before its latch drops.
 //!
+//! **Checked batches.** [`Writer::apply_checked`] also latches the leaves of keys it only
+//! reads, and shows their current values to a check before the batch is numbered: a
+//! compare-and-swap, or an optimistic transaction's commit that validates what it read
+//! (issue 26's item 5 builds on it). A refused check changes and numbers nothing.
+//!
 //! **Structure changes.** Batches share the pool's structure lock
 //! (`BufferPool::hold_structure`); a split takes it alone (`change_structure`), so
 //! no batch holds a leaf while the internal pages change and the internal pages a batch
@@ -59,9 +64,10 @@ pub enum WriteError<E, N> {
     /// A page could not be read.
     #[error("{0}")]
     Read(ReadError<E>),
-    /// The log would not number the batch.
+    /// The caller refused the batch: its check of the current values failed, or its log
+    /// would not number it.
     #[error("{0}")]
-    Number(N),
+    Refused(N),
     /// A leaf cannot be split to make room: one entry fills it.
     #[error("page {pid} holds one entry and a change of it does not fit: {no_room}")]
     TooLarge {
@@ -99,7 +105,8 @@ struct SplitRecord {
     pids: Vec<u64>,
 }
 
-/// The leaves of a batch, latched, each with the range of its changes.
+/// The leaves of a batch, latched, each with the range of its changes (empty for a leaf
+/// of reads only).
 struct Held<'p> {
     leaf: Exclusive<'p>,
     ops: std::ops::Range<usize>,
@@ -157,28 +164,86 @@ impl Writer {
         root: u64,
         ops: &[Op<'_>],
         number: impl FnOnce() -> Result<u64, N>,
+        record: impl FnMut(&[u8], u64, Option<ValueRef<'_>>),
+    ) -> Result<u64, WriteError<S::Error, N>> {
+        self.apply_checked(pool, space, root, ops, &[], |_| Ok(()), number, record)
+    }
+
+    /// `apply`, made only if `check` accepts the current values of `reads` (sorted, no
+    /// key twice; `None` for a key with no value), read with every leaf of the batch and of
+    /// `reads` latched, so no other batch changes them between the check and the changes:
+    /// a compare-and-swap, or a transaction's commit that validates what it read. A check
+    /// that refuses changes nothing and numbers nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_checked<S: PageSource, N>(
+        &self,
+        pool: &BufferPool<S>,
+        space: &dyn Space,
+        root: u64,
+        ops: &[Op<'_>],
+        reads: &[&[u8]],
+        check: impl FnOnce(&[Option<ValueRef<'_>>]) -> Result<(), N>,
+        number: impl FnOnce() -> Result<u64, N>,
         mut record: impl FnMut(&[u8], u64, Option<ValueRef<'_>>),
     ) -> Result<u64, WriteError<S::Error, N>> {
         assert!(ops.windows(2).all(|w| w[0].0 < w[1].0), "a batch's keys are sorted and distinct");
+        assert!(reads.windows(2).all(|w| w[0] < w[1]), "reads are sorted and distinct");
         assert!(!ops.is_empty(), "an empty batch");
         let page_bytes = pool_page_bytes(pool);
+        // Every key the batch touches, in order: a change (index into `ops`) or a read
+        // (index into `reads`), or both.
+        let mut keys: Vec<(&[u8], Option<usize>, Option<usize>)> = Vec::new();
+        let (mut o, mut r) = (0, 0);
+        while o < ops.len() || r < reads.len() {
+            let next_op = ops.get(o).map(|op| op.0);
+            let next_read = reads.get(r).copied();
+            match (next_op, next_read) {
+                (Some(a), Some(b)) if a == b => {
+                    keys.push((a, Some(o), Some(r)));
+                    o += 1;
+                    r += 1;
+                }
+                (Some(a), Some(b)) if a < b => {
+                    keys.push((a, Some(o), None));
+                    o += 1;
+                }
+                (Some(a), None) => {
+                    keys.push((a, Some(o), None));
+                    o += 1;
+                }
+                (_, Some(b)) => {
+                    keys.push((b, None, Some(r)));
+                    r += 1;
+                }
+                (None, None) => unreachable!("the loop ends first"),
+            }
+        }
         let mut number = Some(number);
+        let mut check = Some(check);
         for _ in 0..=MAX_SPLITS {
             let shared = pool.hold_structure();
             let mut held: Vec<Held<'_>> = Vec::new();
-            for (at, (key, _)) in ops.iter().enumerate() {
+            // For each read, the leaf (index into `held`) that holds its key.
+            let mut read_leaf = vec![0; reads.len()];
+            for (key, op, read) in &keys {
                 let pid = leaf_for(pool, root, key, held.last().map(|h| h.leaf.pid()))?;
-                match held.last_mut() {
-                    Some(last) if last.leaf.pid() == pid => last.ops.end = at + 1,
-                    _ => {
-                        let leaf = pool.exclusive(pid)?;
-                        held.push(Held { leaf, ops: at..at + 1 });
-                    }
+                if held.last().is_none_or(|last| last.leaf.pid() != pid) {
+                    let leaf = pool.exclusive(pid)?;
+                    held.push(Held { leaf, ops: 0..0 });
+                }
+                let last = held.len() - 1;
+                if let Some(op) = op {
+                    let h = &mut held[last];
+                    h.ops = if h.ops.is_empty() { *op..*op + 1 } else { h.ops.start..*op + 1 };
+                }
+                if let Some(read) = read {
+                    read_leaf[*read] = last;
                 }
             }
             let full = held.iter().find_map(|h| {
                 let page = &h.leaf.bytes()[..page_bytes];
-                (!fits(page, &ops[h.ops.clone()])).then(|| (h.leaf.pid(), ops[h.ops.start].0))
+                (!h.ops.is_empty() && !fits(page, &ops[h.ops.clone()]))
+                    .then(|| (h.leaf.pid(), ops[h.ops.start].0))
             });
             if let Some((pid, key)) = full {
                 drop(held);
@@ -186,9 +251,27 @@ impl Writer {
                 self.split_for(pool, space, root, key, pid)?;
                 continue;
             }
-            let lsn =
-                (number.take().expect("invariant: numbered once"))().map_err(WriteError::Number)?;
+            let current: Vec<Option<ValueRef<'_>>> = reads
+                .iter()
+                .zip(&read_leaf)
+                .map(|(key, &at)| {
+                    let page = &held[at].leaf.bytes()[..page_bytes];
+                    match Slotted::new(page).search(key).expect("invariant: a latched leaf") {
+                        Ok(slot) => Some(value_ref(page, slot)),
+                        Err(_) => None,
+                    }
+                })
+                .collect();
+            (check.take().expect("invariant: checked once"))(&current)
+                .map_err(WriteError::Refused)?;
+            drop(current);
+            let lsn = (number.take().expect("invariant: numbered once"))()
+                .map_err(WriteError::Refused)?;
             for Held { leaf, ops: range } in &mut held {
+                if range.start == range.end {
+                    // A leaf of reads only.
+                    continue;
+                }
                 for (key, change) in &ops[range.clone()] {
                     {
                         let page = Slotted::new(&leaf.bytes()[..page_bytes]);

@@ -208,7 +208,7 @@ fn a_batch_the_log_refuses_changes_nothing() {
         || Err::<u64, _>("log full"),
         |_, _, _| panic!("recorded before the log numbered the batch"),
     );
-    assert!(matches!(result, Err(WriteError::Number("log full"))));
+    assert!(matches!(result, Err(WriteError::Refused("log full"))));
     assert!(scan(&pool).is_empty());
     assert!(pool.dirty_pages().is_empty());
 }
@@ -765,4 +765,145 @@ fn snapshot_lookups_see_their_sequence_while_pages_change_in_place() {
         undone += usize::from(*before);
     }
     assert!(reads.len() > 1000 && undone > 0, "{} reads, {undone} from before-images", reads.len());
+}
+
+/// Why a conditional batch did not go in (these tests' check and log).
+#[derive(Debug, PartialEq)]
+enum Refusal {
+    Changed,
+}
+
+/// The current value of `key`, as a reader sees it.
+fn current(pool: &BufferPool<NoSource>, key: &[u8]) -> Option<Vec<u8>> {
+    let mut value = Vec::new();
+    match get(pool, ROOT, key, &mut value).expect("read") {
+        Found::Inline => Some(value),
+        Found::Absent => None,
+        Found::Overflow(_) => panic!("no overflow values here"),
+    }
+}
+
+/// Two transactions read the same key and both write it: the first to commit validates
+/// what it read and goes in; the second finds the key changed and is refused, changing
+/// nothing, numbering nothing and recording nothing. A check that reads a key in a leaf of
+/// its own (no change there) latches that leaf too.
+#[test]
+fn of_two_transactions_that_conflict_exactly_one_commits() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let v0 = Value::inline(&b"10"[..]);
+    writer
+        .apply(
+            &pool,
+            &ids,
+            ROOT,
+            &[(&b"a"[..], Some(ValueRef::from(&v0)))],
+            || Ok::<_, Refusal>(1),
+            |_, _, _| {},
+        )
+        .expect("load");
+    // Both read "a" as "10".
+    let (read_1, read_2) = (current(&pool, b"a"), current(&pool, b"a"));
+    let commit = |read: &Option<Vec<u8>>, new: &[u8], lsn: u64| {
+        let mut recorded = 0;
+        let result = writer.apply_checked(
+            &pool,
+            &ids,
+            ROOT,
+            &[(&b"a"[..], Some(ValueRef::Inline(new)))],
+            &[&b"a"[..], &b"zz-only-read"[..]],
+            |now| {
+                let now_a = now[0].map(|v| match v {
+                    ValueRef::Inline(bytes) => bytes.to_vec(),
+                    ValueRef::Overflow(_) => panic!("no overflow values here"),
+                });
+                assert!(now[1].is_none(), "a key never written reads as none");
+                if now_a == *read {
+                    Ok(())
+                } else {
+                    Err(Refusal::Changed)
+                }
+            },
+            || Ok(lsn),
+            |_, _, _| recorded += 1,
+        );
+        (result, recorded)
+    };
+    assert_eq!(commit(&read_1, b"11", 2).0.expect("the first commits"), 2);
+    let (refused, recorded) = commit(&read_2, b"12", 3);
+    assert!(matches!(refused, Err(WriteError::Refused(Refusal::Changed))), "{refused:?}");
+    assert_eq!(recorded, 0, "a refused batch recorded a before-image");
+    assert_eq!(current(&pool, b"a"), Some(b"11".to_vec()), "exactly the first commit's value");
+}
+
+/// Compare-and-swap increments from several threads, each retried until its check sees the
+/// value it read: the counter ends at exactly the number of increments.
+#[test]
+fn compare_and_swap_increments_from_threads_lose_none() {
+    let (pool, ids) = empty_tree();
+    let writer = Writer::new();
+    let lsn = AtomicU64::new(0);
+    let (threads, each) = (3, 400u64);
+    let refused = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for thread in 0..threads {
+            let (pool, ids, writer, lsn, refused) = (&pool, &ids, &writer, &lsn, &refused);
+            scope.spawn(move || {
+                // Keys of its own around the counter, so leaves split under the counter too.
+                let mut rng = fastrand::Rng::with_seed(thread);
+                for _ in 0..each {
+                    loop {
+                        let read = current(pool, b"counter");
+                        let count = read
+                            .as_deref()
+                            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+                        let next = (count + 1).to_le_bytes();
+                        let filler = format!("f{:05}-{thread}", rng.u32(..20_000)).into_bytes();
+                        // Room for another thread to commit between the read and the check.
+                        std::thread::sleep(std::time::Duration::from_micros(1));
+                        let mut ops = vec![
+                            (&b"counter"[..], Some(ValueRef::Inline(&next))),
+                            (&filler[..], Some(ValueRef::Inline(&[7; 90]))),
+                        ];
+                        ops.sort_by(|a, b| a.0.cmp(b.0));
+                        let result = writer.apply_checked(
+                            pool,
+                            ids,
+                            ROOT,
+                            &ops,
+                            &[&b"counter"[..]],
+                            |now| {
+                                let now = now[0].map(|v| match v {
+                                    ValueRef::Inline(bytes) => bytes.to_vec(),
+                                    ValueRef::Overflow(_) => panic!("no overflow values here"),
+                                });
+                                if now == read {
+                                    Ok(())
+                                } else {
+                                    Err(Refusal::Changed)
+                                }
+                            },
+                            || Ok(lsn.fetch_add(1, Ordering::Relaxed) + 1),
+                            |_, _, _| {},
+                        );
+                        match result {
+                            Ok(_) => break,
+                            Err(WriteError::Refused(Refusal::Changed)) => {
+                                refused.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(other) => panic!("{other:?}"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let count = u64::from_le_bytes(
+        current(&pool, b"counter").expect("a counter").try_into().expect("8 bytes"),
+    );
+    assert_eq!(count, threads * each, "increments lost or doubled");
+    assert!(ids.0.load(Ordering::Relaxed) > 20, "leaves split while the threads raced");
+    let refused = refused.load(Ordering::Relaxed);
+    eprintln!("{} increments, {refused} checks refused", threads * each);
+    assert!(refused > 0, "no check was ever refused: the threads never raced");
 }

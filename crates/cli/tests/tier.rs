@@ -70,7 +70,12 @@ fn the_tier_bench_runs_every_configuration_small() {
             assert_eq!(tier["inserts_read"].as_u64() == Some(0), exclusive, "{name}: {tier}");
             if exclusive {
                 assert!(tier["inserts_evict"].as_u64().expect("inserts") > 0, "{tier}");
-                assert_eq!(tier["taken"], tier["hits"], "{tier}");
+                // The counters are read after the clients stop, but the checkpoint thread
+                // may be in the middle of a lookup then: `get` counts the block taken
+                // before the hit, so that one lookup can show as taken and not yet a hit.
+                let (taken, hits) =
+                    (tier["taken"].as_u64().expect("taken"), tier["hits"].as_u64().expect("hits"));
+                assert!(hits <= taken && taken <= hits + 1, "{tier}");
             }
         } else {
             assert!(tier.is_null(), "{name}: {tier}");

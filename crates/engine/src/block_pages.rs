@@ -41,7 +41,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use bytes::Bytes;
 use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
@@ -253,6 +253,9 @@ pub struct Pages {
     reusable: Mutex<BTreeSet<u64>>,
     /// The block store's index bytes, as last counted in the pool's budget.
     index_counted: Mutex<usize>,
+    /// Overflow blocks of values written in place and not yet in the block store (the next
+    /// checkpoint writes them), by block id; their bytes are reserved in the pool's budget.
+    pending: RwLock<BTreeMap<u64, Arc<Vec<u8>>>>,
 }
 
 impl Pages {
@@ -277,6 +280,7 @@ impl Pages {
             page_bytes,
             reusable: Mutex::new(BTreeSet::new()),
             index_counted: Mutex::new(0),
+            pending: RwLock::new(BTreeMap::new()),
         };
         pages.count_index();
         Ok(pages)
@@ -321,6 +325,76 @@ impl Pages {
         Ok(count)
     }
 
+    /// An id for a new page (`tree::write::Space`): the lowest reusable one, else the next
+    /// new one from `next`.
+    pub fn allocate(&self, next: &AtomicU64) -> u64 {
+        if let Some(id) = self.reusable().pop_first() {
+            debug_assert!(id >= crate::meta::FIRST_PAGE && id < next.load(Ordering::Relaxed));
+            return id;
+        }
+        next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Ids given back: deleted by a durable group (or never written) and named by no tree
+    /// version a reader holds.
+    pub fn give_back(&self, ids: impl IntoIterator<Item = u64>) {
+        self.reusable().extend(ids);
+    }
+
+    /// Keeps `value` in overflow blocks at consecutive new ids from `next`, held in memory
+    /// (pending) until a checkpoint writes them (`pending_blocks`, `written`).
+    pub fn add_overflow(&self, value: &[u8], next: &AtomicU64) -> OverflowRef {
+        let blocks = value.len().div_ceil(OVERFLOW_BLOCK_BYTES).max(1);
+        let first = next.fetch_add(blocks as u64, Ordering::Relaxed);
+        let mut pending = self.pending.write().unwrap_or_else(PoisonError::into_inner);
+        let mut ids = first..;
+        if value.is_empty() {
+            pending.insert(first, Arc::new(Vec::new()));
+        }
+        for chunk in value.chunks(OVERFLOW_BLOCK_BYTES) {
+            let id = ids.next().expect("ids");
+            pending.insert(id, Arc::new(chunk.to_vec()));
+        }
+        drop(pending);
+        self.pool.reserve(value.len());
+        let overflow = OverflowRef { len: value.len() as u64, first, blocks: blocks as u32 };
+        debug_assert!(self.is_pending(overflow.first));
+        overflow
+    }
+
+    /// Whether block `id` is an overflow block not yet written.
+    pub fn is_pending(&self, id: u64) -> bool {
+        self.pending.read().unwrap_or_else(PoisonError::into_inner).contains_key(&id)
+    }
+
+    /// Overflow block `id`'s bytes, if it is not yet written.
+    pub fn pending_chunk(&self, id: u64) -> Option<Arc<Vec<u8>>> {
+        self.pending.read().unwrap_or_else(PoisonError::into_inner).get(&id).cloned()
+    }
+
+    /// Forgets pending overflow blocks `ids`: written by a durable group, or dropped
+    /// unwritten (a value replaced before any checkpoint, or a batch that failed). Returns
+    /// how many were pending.
+    pub fn drop_pending(&self, ids: impl IntoIterator<Item = u64>) -> usize {
+        let mut pending = self.pending.write().unwrap_or_else(PoisonError::into_inner);
+        let (mut count, mut bytes) = (0, 0);
+        for id in ids {
+            if let Some(chunk) = pending.remove(&id) {
+                count += 1;
+                bytes += chunk.len();
+            }
+        }
+        drop(pending);
+        self.pool.unreserve(bytes);
+        count
+    }
+
+    /// Bytes of overflow blocks not yet written.
+    pub fn pending_bytes(&self) -> usize {
+        let pending = self.pending.read().unwrap_or_else(PoisonError::into_inner);
+        pending.values().map(|chunk| chunk.len()).sum()
+    }
+
     /// How many ids are reusable now.
     pub fn reusable_count(&self) -> usize {
         self.reusable().len()
@@ -353,9 +427,15 @@ impl Pages {
         &self.pool
     }
 
-    /// Looks `key` up in the tree under `root`; an inline value is copied into `value`.
-    pub fn get(&self, root: u64, key: &[u8], value: &mut Vec<u8>) -> Result<Found, PagesError> {
-        Ok(tree_read::get(&self.pool, root, key, value)?)
+    /// Looks `key` up in the tree under `root` (an inline value is copied into `value`),
+    /// with the LSN of the leaf it read.
+    pub fn get_at(
+        &self,
+        root: u64,
+        key: &[u8],
+        value: &mut Vec<u8>,
+    ) -> Result<(Found, u64), PagesError> {
+        Ok(tree_read::get_at(&self.pool, root, key, value)?)
     }
 
     /// The entries at or above `from` of the leaf under `root` that holds `from`, and where
@@ -388,6 +468,10 @@ impl Pages {
     }
 
     fn read_block(&self, id: u64) -> Result<Vec<u8>, PagesError> {
+        let pending = self.pending.read().unwrap_or_else(PoisonError::into_inner).get(&id).cloned();
+        if let Some(chunk) = pending {
+            return Ok(chunk.to_vec());
+        }
         self.blocks()
             .read(BlockId(id))
             .map_err(|source| PagesError::Block { page: id, source })?

@@ -68,7 +68,8 @@ pub trait PageSource: Send + Sync {
     /// Page `pid` has a new image, `image` (the writer's, once durable): whatever the
     /// source kept of an older one is void.
     fn installed(&self, pid: u64, image: &[u8]);
-    /// Page `pid` is gone (its block deleted): whatever the source kept of it is void.
+    /// Page `pid` is gone (its block deleted) or changed in place: whatever the source kept
+    /// of it is void.
     fn discarded(&self, pid: u64);
 }
 
@@ -436,6 +437,8 @@ impl<S: PageSource> BufferPool<S> {
     /// it: a checkpoint that rewrites pages fills frames it had, with no page fault, no
     /// zeroing and no TLB shootdown per page.
     pub fn discard(&self, pid: u64) {
+        // A page that goes has nothing left to write.
+        self.dirty.clear(pid);
         if !self.clock().remove(pid) {
             // Not resident; what the source keeps of it goes all the same. (Without the
             // frame's lock: a page is discarded only once no reader can reach it, so no load
@@ -613,17 +616,27 @@ impl<S: PageSource> BufferPool<S> {
         debug_assert!(slotted::check(image, self.page_bytes).is_ok(), "creating a bad page");
         self.install(pid, image)?;
         let held = self.exclusive(pid)?;
+        // A dirty page's image lives only in its frame until it is written back.
         self.dirty.set(pid);
+        self.source.discarded(pid);
         assert_eq!(&held.bytes()[..self.page_bytes], image);
         Ok(held)
     }
 
-    /// Marks page `pid` dirty; its caller holds it exclusively and has changed it.
+    /// Marks page `pid` dirty; its caller holds it exclusively and has changed it. What the
+    /// source below kept of the page (the tier's image) is void from its first change on,
+    /// until an eviction after its write-back offers the new one.
     pub fn mark_dirty(&self, pid: u64) {
-        self.dirty.set(pid);
+        if self.dirty.set(pid) {
+            self.source.discarded(pid);
+        }
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
+    /// How many pages are dirty.
+    pub fn dirty_count(&self) -> usize {
+        self.dirty.count()
+    }
+
     /// The dirty pages, ascending.
     pub fn dirty_pages(&self) -> Vec<u64> {
         self.dirty.pages()
@@ -652,14 +665,19 @@ impl<S: PageSource> BufferPool<S> {
     }
 
     /// Marks page `pid` clean if no writer changed it since `copy_dirty` copied it at
-    /// `version` (checked and cleared under its shared latch, so no change slips between);
-    /// whether it did.
-    pub fn clean_if_unchanged(&self, pid: u64, version: u64) -> bool {
+    /// `version` as `image`, now durable (checked and cleared under its shared latch, so no
+    /// change slips between); whether it did. The source hears of the new image
+    /// (`PageSource::installed`: the tier may keep it) under the same latch.
+    pub fn clean_if_unchanged(&self, pid: u64, version: u64, image: &[u8]) -> bool {
         let Ok(_shared) = self.frames.lock_shared(pid) else { return false };
         if self.frames.version(pid) != Ok(version) {
             return false;
         }
+        debug_assert_eq!(&_shared.bytes()[..self.page_bytes], image);
         let cleaned = self.dirty.clear(pid);
+        if cleaned {
+            self.source.installed(pid, image);
+        }
         debug_assert!(!self.dirty.is_set(pid));
         cleaned
     }

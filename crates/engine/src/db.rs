@@ -1,58 +1,58 @@
-//! `Db`: the store. Writes go to the log and the memtable; checkpoints move the memtable
-//! into the B+tree, copy on write, and write the changed pages as one atomic group.
+//! `Db`: the store. Writes change the B+tree in place, in the buffer pool's frames; the
+//! log makes them durable; checkpoints write the changed pages back as one atomic group.
 //!
-//! **Write path.** A write (a `WriteBatch`; `put` and `delete` are batches of one) is
-//! appended to the log, which gives it its sequence number (the LSN), and inserted into the
-//! mutable memtable under that number. For `Sync` the writer then waits for the log to make
+//! **Write path** (`write.rs`). A write (a `WriteBatch`; `put` and `delete` are batches of
+//! one) latches its leaves, is appended to the log, which gives it its sequence number (the
+//! LSN), records each key's before-image in the undo, and changes the leaves where they lie
+//! (`tree::write`), marking them dirty. For `Sync` the writer then waits for the log to make
 //! it durable (group commit: one fdatasync for every writer waiting at that moment, or no
-//! system call at all on the pmem backend). Only then is it *published*: the visible
-//! sequence number passes it once every earlier write is published too, so readers see
-//! writes in log order and a batch all at once. No lock is held across the log's I/O but
-//! `switch`, which writers share and only a checkpoint's freeze takes alone (briefly,
-//! with no I/O under it).
+//! system call at all on the pmem backend), with no latch held. Only then is it
+//! *published*: the visible sequence number passes it once every earlier write is
+//! published too, so readers see writes in log order and a batch all at once.
 //!
-//! **Read path.** A reader takes the current `Version` (the memtables and the tree's root)
-//! and the visible sequence number together, with no lock and no reference count (`arc-swap`:
-//! the version loaded before and after the sequence, the same both times): a snapshot (a
-//! point read borrows it for the read; `Snapshot` holds it). It looks in the memtables for
-//! the newest version at or below its sequence and then in the tree, whose pages it reads
-//! in place in the buffer pool's frames, optimistically, or loads into a frame itself on a
-//! miss. Readers never wait for a writer's I/O or fsync.
+//! **Read path** (`snapshot.rs`). A reader takes the current `Version` (the tree's root and
+//! a view of the undo) and the visible sequence number together, with no lock and no
+//! reference count (`arc-swap`: the version loaded before and after the sequence, the same
+//! both times): a snapshot (a point read borrows it for the read; `Snapshot` holds it). It
+//! reads the tree's pages in place in their frames, optimistically, or loads one into a
+//! frame itself on a miss; where a leaf changed after its sequence (the leaf's LSN is
+//! above it), the undo gives what the keys held then. Readers never wait for a writer's
+//! I/O or fsync.
 //!
-//! **Checkpoints** (background thread, on a memtable size, log size or time trigger, or on
-//! demand): freeze the mutable memtable (a new one takes the writes; the frozen one stays
-//! readable), make the log durable up to the freeze point `F`, apply the frozen memtable's
-//! newest versions to a copy-on-write tree (values over a quarter page go to overflow
-//! blocks), and write its pages, the deletion of blocks no reader needs any more, and the
-//! meta record (root, `F`) in one atomic group. Then the new version is published and the
-//! log is truncated below `F`. A checkpoint whose dirty pages outgrow a quarter of the
-//! cache writes them early, as groups of their own; the meta block marks those blocks as
-//! orphans until the checkpoint's own group lands, so a crash leaks nothing.
+//! **Checkpoints** (`checkpoint.rs`; background thread, on a dirty-page, log size or time
+//! trigger, or on demand): the visible sequence number `S` (every change at or below it is
+//! in its page), the log made durable up to the highest LSN of the pages copied, and then
+//! every dirty page, the overflow blocks they name, the deletions no reader needs any more
+//! and the meta record (root, `S`) in one atomic group of the block store; then the log is
+//! truncated below `S`. Writers go on meanwhile; each page is copied under its shared latch.
 //!
-//! **Old pages.** A page a checkpoint replaces is *retired*, not deleted: snapshots of the
-//! older tree may still read it. Each tree version has an `Epoch`, held by every `Version`
-//! (and so every snapshot) of it; a checkpoint deletes the blocks retired by later
-//! checkpoints once every older epoch is gone. Retired blocks not yet deleted are listed in
-//! the meta record, so that a restart (which has no readers) deletes them.
+//! **Old blocks.** A replaced overflow value, or a compacted tree's pages, are *retired*,
+//! not deleted: snapshots may still read them. Each version has an `Epoch`, held by every
+//! `Version` (and so every snapshot) of it; a checkpoint deletes the blocks retired under
+//! an epoch once it and every older one are gone. Retired blocks not yet deleted are listed
+//! in the meta record, so that a restart (which has no readers) deletes them.
 //!
-//! **Recovery** (`Db::open`): the meta block gives the tree; log records after its sequence
-//! number are replayed into the memtable. A failed write, sync or checkpoint poisons the
-//! store: writes fail until it is reopened.
+//! **Recovery** (`open.rs`): the meta block gives the tree; log records after its sequence
+//! number are replayed onto its pages (a page may hold some of them already; replay is
+//! idempotent). A failed write, sync or checkpoint poisons the store: writes fail until it
+//! is reopened.
 //!
 //! **Close** (`close(&self)`, so any holder of a shared store may close it; or the drop):
 //! a last checkpoint (not on drop), then the checkpoint thread stops, later calls fail with
 //! `Closed`, the block store and the log close, and only then the `LOCK` file goes, so a
 //! new open never meets this one's threads or unsynced writes.
 //!
-//! Must never: acknowledge a `Sync` write before the log made it durable; let the meta
-//! record cover a sequence number the log has not made durable; delete a block a live
-//! snapshot can reach; let a reader see part of a batch.
+//! Must never: acknowledge a `Sync` write before the log made it durable; write a page
+//! whose changes the log has not made durable; let the meta record cover a sequence number
+//! not every change of which is in the pages it writes; delete a block a live snapshot can
+//! reach; let a reader see part of a batch.
 //!
 //! This file holds `Db`, its shared state (`Inner`, `Version`, `Visibility`, the
 //! checkpointer's state) and the public methods. The sections live in `db/`: `open.rs`
 //! (opening, recovery), `write.rs` (the write path), `checkpoint.rs` (the checkpoint thread
 //! and checkpoints), `snapshot.rs` (snapshots and iterators), `compact.rs` and `backup.rs`
-//! (both bulk loads, `bulk.rs`), `verify.rs`, `stats.rs`.
+//! (both bulk loads, `bulk.rs`, written copy on write by `BlockPages`), `verify.rs`,
+//! `stats.rs`.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -67,12 +67,13 @@ use tierkv_wal::{Durability, RecordType, Wal};
 
 use crate::batch::{WriteBatch, BATCH_RECORD, MAX_BATCH_BYTES};
 use crate::block_pages::Pages;
-use crate::memtable::Memtable;
 use crate::meta::Meta;
 use crate::page::OverflowRef;
 use crate::range::KeyRange;
 use crate::striped::Striped;
+use crate::tree::write::Writer;
 use crate::tree::Tree;
+use crate::undo::{self, Undo};
 use crate::{Error, Options, Result};
 
 mod backup;
@@ -100,16 +101,16 @@ pub struct Db {
     checkpoint_thread: Mutex<Option<Option<JoinHandle<()>>>>,
 }
 
-/// A tree version is alive while any `Version` of it is.
+/// A tree version is alive while any `Version` of it is: blocks retired while it was
+/// current (a replaced overflow value, a compacted tree's pages) are deleted once it and
+/// every older one are gone.
 struct Epoch;
 
-/// What readers read: the memtables and the tree.
+/// What readers read: the tree (changed in place) and the before-images of its changes.
 struct Version {
-    /// Takes new writes.
-    mutable: Arc<Memtable>,
-    /// Being written to the tree by a checkpoint.
-    frozen: Option<Arc<Memtable>>,
     tree: Tree,
+    /// The before-images a reader at a sequence this version was current for may need.
+    undo: undo::View,
     epoch: Arc<Epoch>,
 }
 
@@ -122,17 +123,28 @@ struct Inner {
     /// The log, for appends; `None` when the store was opened read-only.
     wal: Option<Wal>,
     /// The version readers read: loaded without a lock or a reference count (`arc-swap`);
-    /// changed only under the checkpointer lock.
+    /// changed only under `publishing`.
     current: ArcSwap<Version>,
-    /// Writers share it from their log append to their memtable insert; a freeze takes it
-    /// alone, so that every write up to the freeze point is in the frozen memtable.
+    /// Held to publish a version.
+    publishing: Mutex<()>,
+    /// Writers share it for as long as they change the tree; `compact`, which replaces the
+    /// tree, takes it alone.
     switch: RwLock<()>,
+    /// Changes the tree in place.
+    writer: Writer,
+    /// The before-images of the changes, for snapshots.
+    undo: Undo,
+    /// The id the next new page or overflow block gets.
+    next_page: AtomicU64,
+    /// Overflow values replaced or removed, each with the LSN of the change: their blocks
+    /// are retired by the first checkpoint that covers the change.
+    freed: Mutex<Vec<(u64, OverflowRef)>>,
     visible: Visibility,
     checkpointer: Mutex<Checkpointer>,
     /// What `stats` reports of the checkpointer's state, copied out whenever it changes, so
     /// that `stats` never waits for a checkpoint's I/O.
     summary: Mutex<CheckpointSummary>,
-    /// Wakes the checkpoint thread, and writers waiting for memtable room.
+    /// Wakes the checkpoint thread.
     trigger: Mutex<Trigger>,
     trigger_cv: Condvar,
     failure: Mutex<Option<String>>,
@@ -140,8 +152,9 @@ struct Inner {
     closed: AtomicBool,
     /// Log bytes appended since the last freeze.
     log_bytes: AtomicU64,
-    /// What the buffer pool's budget leaves the memtables now (`Options::memtable_reserve`).
-    memtable_reserve: AtomicUsize,
+    /// What the buffer pool's budget leaves the before-images now
+    /// (`Options::undo_reserve`).
+    undo_reserve: AtomicUsize,
     /// Held by the one thread setting the pool's budget (`Inner::rebudget`).
     rebudgeting: Mutex<()>,
     counters: Counters,
@@ -510,7 +523,7 @@ impl Db {
     /// or none, and so does the store after a crash.
     ///
     /// The keys removed are those the range held when the call began (as of a snapshot;
-    /// the log and the memtable have no range deletions, so the batch names each key). A
+    /// the log and the pages have no range deletions, so the batch names each key). A
     /// write by another thread into the range while it runs is not ordered with it as a
     /// whole: a key new to the range survives, as if written after; a key the range already
     /// held is removed, as if written before. Keep other writers out of the range meanwhile
@@ -680,7 +693,7 @@ impl Db {
         self.inner.log()?.sync().map_err(|error| self.inner.fail(error.into()))
     }
 
-    /// Moves the memtable into the tree now and truncates the log behind it.
+    /// Writes every changed page back now and truncates the log behind it.
     ///
     /// # Errors
     ///
@@ -890,11 +903,11 @@ impl Inner {
     /// Runs `read` on the current version and the visible sequence number, taken together
     /// without a lock, a reference count or any other write to memory another thread
     /// reads. The version is loaded before and after the sequence: the same both times, it
-    /// was the current one when the sequence was read, and so it holds every write at or
-    /// below it (a checkpoint publishes its version only once every write it covers is
-    /// visible, and a freeze's new memtable takes writes only after it is installed, so a
-    /// write in a newer version's memtable is visible only after that version is, and the
-    /// second load would have seen it).
+    /// was the current one when the sequence was read, and so its view of the undo reaches
+    /// every before-image of a change above that sequence (a version's view starts at the
+    /// oldest segment holding a change above the visible sequence when it was published,
+    /// and the sequence read after it is no lower); and a compaction publishes its tree with
+    /// writers held off, so the tree holds every write at or below the sequence.
     fn with_view<R>(&self, read: impl FnOnce(snapshot::View<'_>) -> R) -> R {
         // Bounded in practice: the version changes at most twice a checkpoint, and a retry
         // needs a change between two loads nanoseconds apart.
@@ -906,8 +919,8 @@ impl Inner {
                 return read(snapshot::View { inner: self, version: &version, sequence });
             }
         }
-        // Versions change only under the checkpointer lock: holding it, one load is enough.
-        let _cp = lock(&self.checkpointer);
+        // Versions change only under `publishing`: holding it, one load is enough.
+        let _held = lock(&self.publishing);
         let version = self.current.load_full();
         let sequence = self.visible.get();
         read(snapshot::View { inner: self, version: &version, sequence })

@@ -187,6 +187,17 @@ pub enum Error {
     #[error("cannot start the checkpoint thread: {0}")]
     Thread(String),
 
+    /// A snapshot (or an iterator of one) needed the values keys had when it was taken,
+    /// and they were dropped: the writes since it was taken passed the memory kept for them.
+    #[error(
+        "the snapshot is too old: the writes since it was taken changed more than the {limit} \
+         bytes of older values the store keeps for snapshots; take a new one"
+    )]
+    SnapshotTooOld {
+        /// Bytes of older values the store keeps.
+        limit: usize,
+    },
+
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
@@ -248,7 +259,8 @@ impl Error {
             | Error::KeyTooLarge { .. }
             | Error::ValueTooLarge { .. }
             | Error::BatchTooLarge { .. }
-            | Error::OptionMismatch { .. } => ErrorKind::InvalidInput,
+            | Error::OptionMismatch { .. }
+            | Error::SnapshotTooOld { .. } => ErrorKind::InvalidInput,
             Error::Poisoned { .. } | Error::Thread(_) => ErrorKind::Io,
             Error::NotADirectory { .. }
             | Error::NotFound { .. }

@@ -191,6 +191,7 @@ impl Memtable {
         }
     }
 
+    #[cfg(test)] // The undo uses `insert_bytes`; tests use these.
     /// Adds a version of `key` at `sequence` (a deletion for `None`). One sequence number
     /// may carry many keys (a batch); the same key twice in one sequence keeps the last.
     /// Returns the bytes it counted for the version.
@@ -217,6 +218,7 @@ impl Memtable {
         self.filter.size_bytes() + self.bytes.load(AtomicOrdering::Relaxed)
     }
 
+    #[cfg(test)] // The undo uses `insert_bytes`; tests use these.
     /// Whether no version was inserted.
     pub fn is_empty(&self) -> bool {
         self.versions.is_empty()
@@ -287,6 +289,7 @@ impl Memtable {
         (out, None)
     }
 
+    #[cfg(test)] // The undo uses `insert_bytes`; tests use these.
     /// Up to `limit` keys below `end` (exclusive; `None` for the last key on) and from
     /// `start` on, descending, each with its newest version at or below `sequence`.
     pub fn scan_back(
@@ -327,6 +330,7 @@ impl Memtable {
         out
     }
 
+    #[cfg(test)] // The undo uses `insert_bytes`; tests use these.
     /// Every key with its newest version, ascending: what a checkpoint writes to the tree.
     pub fn latest(&self) -> impl Iterator<Item = (Vec<u8>, Option<Bytes>)> + '_ {
         let mut last: Option<Vec<u8>> = None;

@@ -13,12 +13,12 @@ use crate::Error;
 /// How a store is opened: memory budgets, durability, placement and checkpoints.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// The memory budget of the store's data, in bytes: the memtables (up to twice
-    /// `write_buffer_size`), counted as the allocations they make, and the buffer pool (the
-    /// rest): its page frames, each at least 4 KiB, and the pages a checkpoint has changed
-    /// and not yet written. The pool takes what the memtables do not hold (to
-    /// an eighth of `write_buffer_size`), so a store that is only read caches in nearly all
-    /// of it. Default 256 MiB.
+    /// The memory budget of the store's data, in bytes: the undo (the before-images
+    /// snapshots read, up to twice `write_buffer_size`), counted as the allocations it
+    /// makes, and the buffer pool (the rest): its page frames, each at least 4 KiB, dirty
+    /// ones included, and overflow values not yet written. The pool takes what the undo does
+    /// not hold (to an eighth of `write_buffer_size`), so a store that is only read caches
+    /// in nearly all of it. Default 256 MiB.
     ///
     /// What the process holds besides depends on its allocator: with glibc's malloc and
     /// several arenas, memory freed in one thread's arena is not reused by another's, and
@@ -26,10 +26,11 @@ pub struct Options {
     /// glibc limited to one (`MALLOC_ARENA_MAX=1`), kept resident memory within
     /// `cache_size` + 64 MiB in `results/engine/`.
     pub cache_size: usize,
-    /// A checkpoint starts once the memtable holds this many bytes; writers wait while the
-    /// memtables (the one taking writes, and the one a checkpoint is writing back) hold
-    /// twice this, which comes out of `cache_size`. Default (`None`): an eighth of
-    /// `cache_size`, from 64 KiB to 64 MiB.
+    /// A checkpoint starts once this many bytes of pages are dirty (or a quarter of the
+    /// buffer pool, when less), and writers slow down past twice that. The undo keeps up to
+    /// twice this many bytes of before-images for snapshots, out of `cache_size`: a
+    /// snapshot that needs older ones gets `Error::SnapshotTooOld`. Default (`None`): an
+    /// eighth of `cache_size`, from 64 KiB to 64 MiB.
     pub write_buffer_size: Option<usize>,
     /// The page size: a power of two from 1 KiB to 64 KiB. Values over a quarter of it are
     /// kept in overflow blocks, and keys may be up to half of it less 32 bytes (4,064 bytes
@@ -140,7 +141,7 @@ impl Options {
         }
         if self.page_cache_bytes() < 16 * self.page_bytes() {
             return invalid(format!(
-                "cache_size {} leaves {} bytes for pages after the memtables (twice \
+                "cache_size {} leaves {} bytes for pages after the undo (twice \
                  write_buffer_size); it must leave at least 16 pages of {} bytes",
                 self.cache_size,
                 self.page_cache_bytes(),
@@ -191,41 +192,45 @@ impl Options {
         self.log_backend.unwrap_or(Backend::File)
     }
 
-    /// Bytes of the memtable at which a checkpoint starts (`write_buffer_size`, or its
+    /// Bytes of dirty pages at which a checkpoint starts (`write_buffer_size`, or its
     /// default).
     pub fn write_buffer_bytes(&self) -> usize {
         self.write_buffer_size
             .unwrap_or((self.cache_size / 8).clamp(MIN_WRITE_BUFFER, MAX_DEFAULT_WRITE_BUFFER))
     }
 
-    /// Bytes one memtable may hold, about: writers wait once the memtables hold twice
-    /// `write_buffer_bytes`, all of which the one taking writes may hold while no
-    /// checkpoint runs. Its key filter is sized for this.
-    pub(crate) fn memtable_max_bytes(&self) -> usize {
+    /// Bytes of before-images the undo keeps at most (twice `write_buffer_bytes`): past it,
+    /// the oldest are dropped and snapshots that needed them get `Error::SnapshotTooOld`.
+    pub(crate) fn undo_limit(&self) -> usize {
         2 * self.write_buffer_bytes()
     }
 
-    /// Bytes of the buffer pool at the least: `cache_size` less what the memtables may take.
+    /// Bytes of one segment of before-images (`undo`): a quarter of `write_buffer_size`.
+    pub(crate) fn undo_segment_bytes(&self) -> usize {
+        (self.write_buffer_bytes() / 4).max(16 << 10)
+    }
+
+    /// Bytes of the buffer pool at the least: `cache_size` less what the undo may take.
     pub fn page_cache_bytes(&self) -> usize {
-        self.cache_size.saturating_sub(2 * self.write_buffer_bytes())
+        self.cache_size.saturating_sub(self.undo_limit())
     }
 
-    /// Bytes the memtables are set aside while they hold `memtable_bytes`: the next multiple
-    /// of `memtable_step` above it, the room they grow into before a writer moves the page
-    /// cache's budget again; never more than they may take.
-    pub(crate) fn memtable_reserve(&self, memtable_bytes: usize) -> usize {
-        let step = self.memtable_step();
-        (memtable_bytes / step + 1).saturating_mul(step).min(self.memtable_max_bytes())
+    /// Bytes the undo is set aside while it holds `undo_bytes`: the next multiple of
+    /// `undo_step` above it, the room it grows into before a writer moves the page cache's
+    /// budget again; never more than it may take.
+    pub(crate) fn undo_reserve(&self, undo_bytes: usize) -> usize {
+        let step = self.undo_step();
+        (undo_bytes / step + 1).saturating_mul(step).min(self.undo_limit())
     }
 
-    /// How far the memtables grow between two changes of the buffer pool's budget: an
-    /// eighth of `write_buffer_size`.
-    pub(crate) fn memtable_step(&self) -> usize {
+    /// How far the undo grows between two changes of the buffer pool's budget: an eighth
+    /// of `write_buffer_size`.
+    pub(crate) fn undo_step(&self) -> usize {
         (self.write_buffer_bytes() / 8).max(1)
     }
 
-    /// Bytes of dirty pages a checkpoint keeps before it writes them early: a quarter of
-    /// the buffer pool, so that clean pages can still be evicted to make room.
+    /// Bytes of pages a bulk load (a compaction, a backup's load) keeps before it writes
+    /// them early: a quarter of the buffer pool, so that clean pages can still be evicted.
     pub(crate) fn dirty_budget(&self) -> usize {
         self.page_cache_bytes() / 4
     }

@@ -200,6 +200,7 @@ impl LeafPage {
         self.split_at_bytes(self.encoded_len() / 2)
     }
 
+    #[cfg(test)] // For the copy-on-write writer's tests.
     /// Splits a leaf of two entries or more in two: this page keeps the most lower entries
     /// that fit in `target` encoded bytes (at least one, and never all), and the rest is
     /// returned with its separator (as `split`).
@@ -219,6 +220,7 @@ impl LeafPage {
         (separator, right)
     }
 
+    #[cfg(test)] // For the copy-on-write writer's tests.
     /// Appends `right`, the page after this one under the same parent (its keys are all
     /// above this page's).
     pub fn merge(&mut self, right: LeafPage) {
@@ -316,6 +318,7 @@ impl InternalPage {
         }
     }
 
+    #[cfg(test)] // For the copy-on-write writer's tests.
     /// Points the child at `index` at page `id` (a new version of the child).
     pub fn set_child(&mut self, index: usize, id: u64) {
         match index {
@@ -352,6 +355,7 @@ impl InternalPage {
         self.split_at_index(self.entries.len() / 2)
     }
 
+    #[cfg(test)] // For the copy-on-write writer's tests.
     /// Splits a page of three separators or more in two: this page keeps the most lower
     /// separators that fit in `target` encoded bytes (at least one), the next separator
     /// moves up to the parent (returned), and the rest (at least one separator) is returned
@@ -368,6 +372,7 @@ impl InternalPage {
         self.split_at_index(middle)
     }
 
+    #[cfg(test)]
     /// Splits at separator `middle` (in `1..len - 1`), which moves up.
     fn split_at_index(&mut self, middle: usize) -> (Vec<u8>, InternalPage) {
         assert!(
@@ -380,6 +385,7 @@ impl InternalPage {
         (separator, InternalPage::new(first_child, upper))
     }
 
+    #[cfg(test)] // For the copy-on-write writer's tests.
     /// Appends `right`, the page after this one under the same parent, whose separator there
     /// was `separator`: it comes down between the two.
     pub fn merge(&mut self, separator: Vec<u8>, right: InternalPage) {

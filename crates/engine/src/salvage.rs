@@ -16,8 +16,9 @@
 //!    their entries are sure. Otherwise a loose leaf may be a retired copy, holding an older
 //!    value or a key since deleted: its entries are copied and the range is reported in
 //!    doubt (`DoubtfulRange`). Without a meta block there is no root: every key comes from
-//!    loose leaves, the newest page (highest id, since pages are copied on write to new
-//!    ids) first, all in doubt.
+//!    loose leaves, all in doubt. Through the map each id is its newest copy (pages change
+//!    in place, keeping their ids); a key two leaves hold (moved by a split, or a copy of
+//!    an older tree) is taken from the highest id.
 //! 3. **The log**: the records after the checkpoint's sequence (every record, without a
 //!    meta block) replayed over the result, puts and deletes, up to the first record that
 //!    is not intact; the records lost after it are reported. The records the checkpoint
@@ -189,13 +190,13 @@ pub fn salvage_on(
                 let excluded = walk.excluded(&meta);
                 let sure = matches!(blocks, Blocks::Map(_)) && meta_doubt.is_none();
                 let sure = sure && excluded.is_some();
-                walk.loose(storage, &blocks_dir, excluded.unwrap_or_default(), sure)?;
+                walk.loose(excluded.unwrap_or_default(), sure)?;
             }
         }
         None => {
             let reason = "the meta block could not be read: there is no root".to_string();
             walk.report.lost.push(LostRange { span: KeySpan::all(), reason, recovered: 0 });
-            walk.loose(storage, &blocks_dir, HashSet::from([META_BLOCK.0]), false)?;
+            walk.loose(HashSet::from([META_BLOCK.0]), false)?;
         }
     }
     let sequence = meta.map(|(meta, _)| meta.sequence);
@@ -728,21 +729,16 @@ impl Walk<'_> {
 
     /// Fills the lost ranges from leaf pages the walk did not reach (see the module
     /// header); `sure`: they are the tree's own.
-    fn loose(
-        &mut self,
-        storage: &Storage,
-        dir: &Path,
-        excluded: HashSet<u64>,
-        sure: bool,
-    ) -> Result<()> {
-        // Through the map, the scan only names the ids; their content is the map's.
-        let ids: Vec<u64> = match self.blocks {
-            Blocks::Map(_) => match scan_segments(storage, dir) {
-                Ok(scan) => scan.blocks().map(|block| block.id.0).collect(),
+    fn loose(&mut self, excluded: HashSet<u64>, sure: bool) -> Result<()> {
+        // Through the map, its live blocks (a page changed in place has one id for all its
+        // versions, and the map holds the newest); else what the scan found.
+        let ids: Vec<u64> = match &self.blocks {
+            Blocks::Map(store) => match tierkv_blockstore::BlockStore::live_ids(store) {
+                Ok(ids) => ids.into_iter().map(|id| id.0).collect(),
                 Err(error) => {
-                    self.report.problems.push(format!(
-                        "the segment files cannot be scanned for loose leaves: {error}"
-                    ));
+                    self.report
+                        .problems
+                        .push(format!("the block map cannot list its blocks: {error}"));
                     return Ok(());
                 }
             },

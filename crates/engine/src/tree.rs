@@ -33,9 +33,12 @@
 
 use std::sync::Arc;
 
+#[cfg(test)]
 use bytes::Bytes;
 
-use crate::page::{InternalPage, LeafPage, Page, Value};
+#[cfg(test)]
+use crate::page::InternalPage;
+use crate::page::{LeafPage, Page, Value};
 
 /// Where pages are read from, by id.
 pub trait PageSource {
@@ -63,12 +66,14 @@ pub trait PageStore: PageSource {
     fn free(&mut self, id: u64);
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 /// One change of a batch (`Tree::apply`): a key and its new value, or `None` to remove it.
 pub type Change = (Vec<u8>, Option<Value>);
 
 /// The result of a tree operation on the store `S`.
 pub type TreeResult<T, S> = Result<T, <S as PageSource>::Error>;
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 /// What a put or delete did to one page: the id of its new version, the separators and ids
 /// of the pages it split into after the first, and (deletes) whether it is underfull.
 struct Changed {
@@ -77,6 +82,7 @@ struct Changed {
     underfull: bool,
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 impl Changed {
     fn unchanged(id: u64) -> Changed {
         Changed { id, splits: Vec::new(), underfull: false }
@@ -142,6 +148,7 @@ impl Tree {
         Ok(old)
     }
 
+    #[cfg(test)] // The copy-on-write writer: only its tests use it now.
     /// Applies `changes`, in strictly ascending key order: each sets its key to the value, or
     /// removes the key (`None`). Each leaf is rewritten once for all of its changes, and each
     /// page on the paths to them once. `replaced` sees every value a change replaced or
@@ -193,6 +200,7 @@ impl Tree {
         Ok(())
     }
 
+    #[cfg(test)] // The copy-on-write writer: only its tests use it now.
     /// Applies `changes` (non-empty, all within page `id`'s key range) to the subtree at
     /// `id`; returns what became of page `id`.
     fn apply_in<S: PageStore>(
@@ -272,6 +280,7 @@ impl Tree {
         }
     }
 
+    #[cfg(test)] // The copy-on-write writer: only its tests use it now.
     /// Stores `page` as the new version of `id`, split into as many pages as it takes to fit.
     fn store_fitted<P: Splits>(&self, store: &mut impl PageStore, id: u64, page: P) -> Changed {
         let (page, rest) = fit(page, self.max_page_bytes);
@@ -285,6 +294,7 @@ impl Tree {
         Changed { id, splits, underfull: false }
     }
 
+    #[cfg(test)] // The copy-on-write writer: only its tests use it now.
     /// Merges children `left` and `left + 1` of `parent` into the left one when they fit in
     /// one page; returns whether it did. A sibling that cannot be read is left alone: the
     /// delete has been made already, and an underfull page is still a valid one.
@@ -356,6 +366,7 @@ impl Tree {
     }
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 /// A page kind that splits when it grows too large.
 trait Splits: Sized {
     /// Larger than `max` bytes encoded, with entries enough to split.
@@ -370,6 +381,7 @@ trait Splits: Sized {
     fn into_page(self) -> Page;
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 impl Splits for LeafPage {
     fn too_big(&self, max: usize) -> bool {
         self.encoded_len() > max && self.entries.len() >= 2
@@ -388,6 +400,7 @@ impl Splits for LeafPage {
     }
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 /// Internal pages split from three separators on.
 impl Splits for InternalPage {
     fn too_big(&self, max: usize) -> bool {
@@ -407,6 +420,7 @@ impl Splits for InternalPage {
     }
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 /// Splits `page` until every piece fits `max` bytes or cannot split: into as few pieces as
 /// its size needs, of about equal size. Returns the first piece, then the others with their
 /// separators, in key order.
@@ -420,6 +434,7 @@ fn fit<P: Splits>(page: P, max: usize) -> (P, Vec<(Vec<u8>, P)>) {
     (first, separators.into_iter().zip(rest).collect())
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 /// Pushes the pieces of `page` onto `pages`, and the separators between them onto
 /// `separators` (one fewer).
 fn fit_into<P: Splits>(page: P, max: usize, pages: &mut Vec<P>, separators: &mut Vec<Vec<u8>>) {
@@ -438,6 +453,7 @@ fn fit_into<P: Splits>(page: P, max: usize, pages: &mut Vec<P>, separators: &mut
     pages.push(rest);
 }
 
+#[cfg(test)] // The copy-on-write writer: only its tests use it now.
 /// A leaf's entries with `changes` (within its key range, ascending) made, or `None` when
 /// they change nothing (removals of keys it does not hold). Moves the changes' keys and
 /// values out; `replaced` sees each value replaced or removed.

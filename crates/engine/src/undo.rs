@@ -1,5 +1,5 @@
 //! Undo: the before-images that let readers see a snapshot while writers change pages in
-//! place (issue 26; the engine does not use it yet).
+//! place (`db/snapshot.rs` reads them).
 //!
 //! A write at sequence `t` that changes a key in its leaf's frame first records here what
 //! the key held before (`Undo::record`: its value, or `None` when it had none), then changes
@@ -297,6 +297,14 @@ impl View {
         let wanted = u64::MAX - sequence - 1;
         let mut segment = &self.first;
         loop {
+            if segment.sealed_at.load(Ordering::Acquire) <= sequence {
+                // Every change it holds is at or below the sequence: nothing to look at.
+                match segment.next.get() {
+                    Some(next) => segment = next,
+                    None => return Ok(None),
+                }
+                continue;
+            }
             let found = match &*segment.before.load() {
                 Some(memtable) => memtable.get(key, wanted),
                 None => return Err(TooOld),
@@ -328,6 +336,14 @@ impl View {
         let mut out = BTreeMap::new();
         let mut segment = &self.first;
         loop {
+            if segment.sealed_at.load(Ordering::Acquire) <= sequence {
+                // As in `before`.
+                match segment.next.get() {
+                    Some(next) => segment = next,
+                    None => return Ok(out),
+                }
+                continue;
+            }
             let (found, _) = match &*segment.before.load() {
                 Some(memtable) => memtable.scan_ahead(start, end, wanted, usize::MAX),
                 None => return Err(TooOld),

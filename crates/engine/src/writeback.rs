@@ -1,6 +1,6 @@
 //! Write-back: the pages changed in place (`tree::write`) go to the block store in atomic
-//! groups, each of which leaves the tree on disk whole (issue 26; the engine does not use
-//! it yet).
+//! groups, each of which leaves the tree on disk whole. The engine's checkpoints use it
+//! with one group (`db/checkpoint.rs`).
 //!
 //! [`write_back`] takes the pages dirty when it starts, in id order, a group's worth at a
 //! time (`group_bytes`). For each group it holds off splits (`BufferPool::hold_structure`),
@@ -65,15 +65,22 @@ pub enum WriteBackError<E, L> {
     Blocks(BlockError),
 }
 
-/// Writes every page dirty now to `store` (see the module header), `last` in the last group.
+/// A block the last group writes besides the pages: its bytes, or `None` to delete it.
+pub type Extra = (BlockId, Option<std::sync::Arc<Vec<u8>>>);
+
+/// Writes every page dirty now to `store` (see the module header), each group with the
+/// blocks `extra` returns for it: called with the group's page images once they are copied
+/// (so it may add what they refer to) and whether the group is the last (which carries the
+/// caller's meta block).
 pub fn write_back<S: PageSource, L>(
     pool: &BufferPool<S>,
     writer: &Writer,
     store: &dyn BlockStore,
     group_bytes: usize,
     mut before_group: impl FnMut(u64) -> Result<(), L>,
-    last: &[BlockWrite<'_>],
+    mut extra: impl FnMut(&[&[u8]], bool) -> Vec<Extra>,
 ) -> Result<Written, WriteBackError<S::Error, L>> {
+    let mut last_extra = 0;
     let page_bytes = pool.page_bytes();
     let per_group = (group_bytes / page_bytes).max(1);
     let wanted = pool.dirty_pages();
@@ -102,6 +109,11 @@ pub fn write_back<S: PageSource, L>(
             .map(|(_, image, _)| Slotted::new(&image[..]).lsn().expect("invariant: a checked page"))
             .max()
             .unwrap_or(0);
+        let pages: Vec<&[u8]> = images.iter().map(|(_, image, _)| &image[..]).collect();
+        let extra = extra(&pages, last_group);
+        if last_group {
+            last_extra = extra.len();
+        }
         if !images.is_empty() {
             before_group(highest).map_err(WriteBackError::Log)?;
         }
@@ -109,17 +121,18 @@ pub fn write_back<S: PageSource, L>(
             .iter()
             .map(|(pid, image, _)| BlockWrite::Put(BlockId(*pid), &image[..]))
             .collect();
-        if last_group {
-            group.extend_from_slice(last);
-        }
+        group.extend(extra.iter().map(|(id, bytes)| match bytes {
+            Some(bytes) => BlockWrite::Put(*id, &bytes[..]),
+            None => BlockWrite::Delete(*id),
+        }));
         if !group.is_empty() {
             // CRASH: once the group is durable, its pages are the tree on disk: whole, as
             // every split in it is complete.
             store.apply_group(&group).map_err(WriteBackError::Blocks)?;
             written.groups += 1;
         }
-        for (pid, _, version) in &images {
-            pool.clean_if_unchanged(*pid, *version);
+        for (pid, image, version) in &images {
+            pool.clean_if_unchanged(*pid, *version, image);
         }
         written.pages += images.len() as u64;
         written.splits += splits.len() as u64;
@@ -128,7 +141,7 @@ pub fn write_back<S: PageSource, L>(
             break;
         }
     }
-    assert!(last.is_empty() || written.groups > 0, "the last blocks were not written");
+    assert!(last_extra == 0 || written.groups > 0, "the last blocks were not written");
     Ok(written)
 }
 

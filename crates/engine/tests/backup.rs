@@ -13,7 +13,10 @@ use tierkv_io::Storage;
 
 fn options() -> Options {
     Options {
-        cache_size: 8 << 20,
+        // The undo keeps up to twice the write buffer of before-images: room for what the
+        // writers below change while a backup and the checks read their snapshots.
+        cache_size: 40 << 20,
+        write_buffer_size: Some(16 << 20),
         max_page_bytes: Some(2048),
         durability: Durability::Buffered,
         ..Options::default()
@@ -42,7 +45,16 @@ fn a_backup_taken_while_writers_run_holds_the_store_as_of_its_sequence() {
     }
     db.checkpoint().expect("checkpoint");
     let stop = AtomicBool::new(false);
+    /// Stops the writers however the checks below end (a failed one too, which would
+    /// otherwise wait for them forever).
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|scope| {
+        let _stop = StopOnDrop(&stop);
         for thread in 0..3usize {
             let (db, stop) = (&db, &stop);
             scope.spawn(move || {
@@ -55,7 +67,7 @@ fn a_backup_taken_while_writers_run_holds_the_store_as_of_its_sequence() {
                             .expect("delete");
                     }
                     n += 1;
-                    if n.is_multiple_of(32) {
+                    if n.is_multiple_of(16) {
                         // Paced, so the store stays small enough to copy five times in CI.
                         std::thread::sleep(std::time::Duration::from_millis(1));
                     }

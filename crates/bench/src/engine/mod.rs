@@ -225,7 +225,8 @@ pub struct MemorySample {
     /// What the engine counts against its budget, as last read during a workload: its page
     /// cache's bytes.
     pub engine_cache_bytes: Option<usize>,
-    /// And its memtables' (the mutable one and the one being checkpointed).
+    /// And what it holds outside its frames: before-images (undo) and overflow values not
+    /// yet written.
     pub engine_memtable_bytes: Option<usize>,
 }
 
@@ -284,7 +285,9 @@ impl MemoryTrace {
         let interval = u64::try_from(MEMORY_SAMPLE_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
         self.engine_due.store(now.saturating_add(interval), Ordering::Relaxed);
         if let Ok(stats) = store.stats() {
-            let memtables = stats.memtable_bytes + stats.frozen_bytes;
+            // What the engine holds outside its frames: before-images and unwritten
+            // overflow values (the memtables' place before updates in place).
+            let memtables = stats.undo_bytes + stats.pending_overflow_bytes;
             self.engine_cache.store(stats.cache_bytes, Ordering::Relaxed);
             self.engine_memtables.store(memtables, Ordering::Relaxed);
         }
@@ -904,8 +907,11 @@ mod tests {
         assert_eq!(sample.workload, Some(Workload::ReadRandom));
         assert_eq!(sample.heap_in_use_bytes, Some(7));
         let stats = db.stats().expect("stats");
-        assert_eq!(sample.engine_memtable_bytes, Some(stats.memtable_bytes));
-        assert!(stats.memtable_bytes > 0);
+        assert_eq!(
+            sample.engine_memtable_bytes,
+            Some(stats.undo_bytes + stats.pending_overflow_bytes)
+        );
+        assert!(stats.undo_bytes > 0);
         assert_eq!(sample.engine_cache_bytes, Some(stats.cache_bytes));
         assert!(sample.rss_bytes > 0);
         // Between workloads: no workload, and no engine figures from the one before.

@@ -173,7 +173,7 @@ fn trace_chart(report: &EngineBenchReport) -> LineChart {
             line("resident (VmRSS)", &|s| Some(s.rss_bytes as f64)),
             line("anonymous (RssAnon)", &|s| s.anon_bytes.map(|b| b as f64)),
             line("allocator: in use", &|s| s.heap_in_use_bytes.map(|b| b as f64)),
-            line("engine: pages + memtables", &|s| {
+            line("engine: pages + undo", &|s| {
                 Some((s.engine_cache_bytes? + s.engine_memtable_bytes?) as f64)
             }),
         ],

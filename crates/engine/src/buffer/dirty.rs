@@ -29,6 +29,8 @@ pub struct DirtyMap {
     middles: AtomicUsize,
     /// Chunks made, for the memory they count.
     made: AtomicUsize,
+    /// Bits set.
+    count: AtomicUsize,
 }
 
 impl std::fmt::Debug for DirtyMap {
@@ -45,6 +47,7 @@ impl DirtyMap {
             top: (0..chunks.div_ceil(FANOUT)).map(|_| OnceLock::new()).collect(),
             middles: AtomicUsize::new(0),
             made: AtomicUsize::new(0),
+            count: AtomicUsize::new(0),
         }
     }
 
@@ -72,20 +75,31 @@ impl DirtyMap {
         Some((&words[(within / 64) as usize], 1 << (within % 64)))
     }
 
-    /// Marks `pid` dirty (its writer holds it exclusively).
-    pub fn set(&self, pid: u64) {
+    /// Marks `pid` dirty (its writer holds it exclusively); whether it was clean.
+    pub fn set(&self, pid: u64) -> bool {
         let (word, bit) = self.word(pid, true).expect("invariant: a page id inside the frames");
-        if word.load(Ordering::Relaxed) & bit == 0 {
-            word.fetch_or(bit, Ordering::Relaxed);
+        let was_clean = word.load(Ordering::Relaxed) & bit == 0
+            && word.fetch_or(bit, Ordering::Relaxed) & bit == 0;
+        if was_clean {
+            self.count.fetch_add(1, Ordering::Relaxed);
         }
         debug_assert!(self.is_set(pid));
+        was_clean
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
     /// Marks `pid` clean; whether it was dirty.
     pub fn clear(&self, pid: u64) -> bool {
         let Some((word, bit)) = self.word(pid, false) else { return false };
-        word.fetch_and(!bit, Ordering::Relaxed) & bit != 0
+        let was = word.fetch_and(!bit, Ordering::Relaxed) & bit != 0;
+        if was {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+        was
+    }
+
+    /// How many pages are dirty.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
     }
 
     /// Whether `pid` is dirty.
@@ -93,7 +107,6 @@ impl DirtyMap {
         self.word(pid, false).is_some_and(|(word, bit)| word.load(Ordering::Relaxed) & bit != 0)
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
     /// The dirty page ids, ascending.
     pub fn pages(&self) -> Vec<u64> {
         let mut out = Vec::new();

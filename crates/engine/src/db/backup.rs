@@ -13,6 +13,7 @@
 //! let a half-made copy open as a store.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use tierkv_wal::{Backend, Durability, Lsn};
@@ -99,8 +100,10 @@ impl Inner {
         assert_eq!(cp.meta.sequence, 0, "a backup goes into a new store");
         let inline_max = self.options.max_inline_value();
         let dirty_budget = self.options.dirty_budget();
-        let mut bulk =
-            BulkLoad::new(BlockPages::new(&self.pages, cp.meta.next_page), old.max_page_bytes);
+        let mut bulk = BulkLoad::new(
+            BlockPages::new(&self.pages, self.next_page.load(Ordering::Relaxed)),
+            old.max_page_bytes,
+        );
         for entry in source.range(..) {
             let (key, value) = entry?;
             let value = match value.len() > inline_max {

@@ -1,27 +1,50 @@
 //! Checkpoints (see `db.rs`'s header): the checkpoint thread and its triggers, callers'
-//! checkpoints run on that thread, and one checkpoint: freeze the memtable, sync the log to
-//! the freeze point, apply the frozen memtable's newest versions to a copy-on-write tree in
-//! chunks (writing dirty pages early, as orphans, when they outgrow their budget), then the
-//! pages, the deletions no reader needs any more and the meta block in one atomic group,
-//! the new version published and the log truncated. Also the empty tree a new store starts
-//! with, and the free list's encoding.
+//! checkpoints run on that thread, and one checkpoint: take the visible sequence number
+//! `S`, sync the log to it, and write back every dirty page (`writeback`, one group for
+//! now: the pages, the overflow blocks they name that are not yet written, the deletions no
+//! reader needs any more and the meta block covering `S`), the log made durable up to the
+//! pages' highest LSN first; then the log truncated below `S`. Writers go on meanwhile.
+//! Also the end of a copy-on-write session (`finish`: a compaction, a backup's load), the
+//! empty tree a new store starts with, and the free list's encoding.
 //!
-//! Must never: let the meta block cover a sequence number the log has not made durable;
-//! delete a block a live snapshot can reach.
+//! Must never: let the meta block cover a sequence number the log has not made durable, or
+//! a change its pages lack; write a page before the log holds its changes durably; delete a
+//! block a live snapshot can reach.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
+use tierkv_blockstore::BlockId;
 use tierkv_wal::Lsn;
 
-use super::{lock, write, Checkpointer, Epoch, Inner, Version};
-use crate::block_pages::{BlockPages, Pages};
-use crate::memtable::Memtable;
-use crate::meta::{Meta, FIRST_PAGE};
-use crate::page::{OverflowRef, Value};
-use crate::tree::{Change, Tree};
+use super::{lock, Checkpointer, Epoch, Inner, Version};
+use crate::block_pages::{BlockPages, Pages, OVERFLOW_BLOCK_BYTES};
+use crate::meta::{Meta, FIRST_PAGE, META_BLOCK};
+use crate::page::slotted::{Kind, Slotted, ValueAt};
+use crate::page::OverflowRef;
+use crate::tree::Tree;
+use crate::writeback::{write_back, Extra, WriteBackError};
 use crate::{Error, Result};
+
+/// The overflow blocks the leaves among `images` name.
+fn overflow_ids(images: &[&[u8]]) -> BTreeSet<u64> {
+    let mut ids = BTreeSet::new();
+    for image in images {
+        let page = Slotted::new(*image);
+        if page.kind() != Some(Kind::Leaf) {
+            continue;
+        }
+        let count = page.count().expect("invariant: a checked page");
+        for at in 0..count {
+            if let Some(ValueAt::Overflow(overflow)) = page.value(at) {
+                ids.extend(overflow.first..overflow.first + u64::from(overflow.blocks));
+            }
+        }
+    }
+    ids
+}
 
 /// Creates an empty tree and its first checkpoint.
 pub(super) fn create_tree(pages: &Pages, max_page_bytes: usize) -> Result<Meta> {
@@ -160,95 +183,153 @@ impl Inner {
         result.map_err(|error| self.fail(error))
     }
 
+    /// A checkpoint (see the module header): every page dirty now, the overflow blocks
+    /// they name, the deletions no reader needs any more and the meta record (covering the
+    /// log up to the visible sequence number) in one atomic group; then the log truncated
+    /// below it.
     pub(super) fn checkpoint_locked(&self, cp: &mut Checkpointer) -> Result<()> {
-        // Freeze: every write up to `sequence` is in `frozen`, every later one goes to the
-        // new memtable.
-        let (frozen, sequence) = {
-            let _switch = write(&self.switch);
-            // Versions change only here and in `finish`, both under the checkpointer lock
-            // (`cp`), so a load and a store cannot lose another's version.
-            let current = self.current.load_full();
-            let nothing_to_delete = cp.reclaim_now.is_empty()
-                && cp.retired.front().is_none_or(|(epoch, _)| epoch.strong_count() > 0);
-            if current.mutable.is_empty() && nothing_to_delete {
-                return Ok(());
-            }
-            let frozen = Arc::clone(&current.mutable);
-            let sequence = self.log()?.next_lsn().0 - 1;
-            self.current.store(Arc::new(Version {
-                mutable: Arc::new(Memtable::with_capacity(self.options.memtable_max_bytes())),
-                frozen: Some(Arc::clone(&frozen)),
-                tree: current.tree.clone(),
-                epoch: Arc::clone(&current.epoch),
-            }));
-            self.log_bytes.store(0, Ordering::Relaxed);
-            (frozen, sequence)
-        };
-        // CRASH: the meta record below claims every record up to `sequence`; they must be
-        // durable in the log first, or a crash could leave the log behind the tree.
-        self.log()?.sync_to(Lsn(sequence))?;
-        if !self.visible.wait(sequence, &self.failed) {
-            return Err(self.check_writable().err().unwrap_or(Error::Closed));
-        }
-        let base = self.current.load_full();
-        let mut tree = base.tree.clone();
-        let mut session = BlockPages::new(&self.pages, cp.meta.next_page);
-        let inline_max = self.options.max_inline_value();
-        let dirty_budget = self.options.dirty_budget();
-        // Changes go to the tree a chunk at a time, each leaf rewritten once per chunk. A
-        // change dirties at most one leaf (and the pages above it), so a chunk of this many
-        // dirties at most an eighth of the dirty budget before the check below.
-        let chunk_len = (dirty_budget / 8 / (2 * self.options.page_bytes())).clamp(16, 4096);
-        let mut latest = frozen.latest();
-        let mut chunk: Vec<Change> = Vec::with_capacity(chunk_len);
-        let mut freed: Vec<OverflowRef> = Vec::new();
-        loop {
-            let mut value_bytes = 0;
-            while chunk.len() < chunk_len && value_bytes < dirty_budget / 8 {
-                let Some((key, value)) = latest.next() else { break };
-                let value = value.map(|value| {
-                    value_bytes += value.len();
-                    match value.len() > inline_max {
-                        true => Value::Overflow(session.write_overflow(&value)),
-                        false => Value::inline(value),
-                    }
-                });
-                chunk.push((key, value));
-            }
-            if chunk.is_empty() {
-                break;
-            }
-            tree.apply(&mut session, &mut chunk, &mut |old| {
-                if let Value::Overflow(overflow) = old {
-                    freed.push(*overflow);
+        // What the log holds past this checkpoint, for the trigger: counted from here.
+        self.log_bytes.store(0, Ordering::Relaxed);
+        // Every change at or below it is in its page (a write is published after its
+        // pages changed).
+        let sequence = self.visible.get();
+        let pool = self.pages.pool();
+        let retired_now: Vec<u64> = {
+            let mut freed = lock(&self.freed);
+            let mut ids = Vec::new();
+            freed.retain(|(lsn, overflow)| {
+                let covered = *lsn <= sequence;
+                if covered {
+                    ids.extend(overflow.first..overflow.first + u64::from(overflow.blocks));
                 }
-            })?;
-            chunk.clear();
-            for overflow in freed.drain(..) {
-                session.free_overflow(&overflow);
-            }
-            if session.needs_early_flush(dirty_budget) {
-                // Early: these blocks are orphans (from `orphans_from`) until the meta
-                // record below names the tree they belong to.
-                self.flush_early(cp, &mut session)?;
-            }
+                !covered
+            });
+            ids
+        };
+        let deletable = cp.retired.front().is_some_and(|(epoch, _)| epoch.strong_count() == 0);
+        if sequence == cp.meta.sequence
+            && pool.dirty_count() == 0
+            && retired_now.is_empty()
+            && cp.reclaim_now.is_empty()
+            && !deletable
+        {
+            return Ok(());
         }
-        self.finish(cp, session, tree, sequence)?;
+        let log = self.log()?;
+        // CRASH: the meta record claims every record up to `sequence`; they must be
+        // durable in the log first, or a crash could leave the log behind the tree.
+        if sequence > 0 {
+            log.sync_to(Lsn(sequence))?;
+        }
+        let (reclaim, unwritten) = self.reclaimable(cp);
+        // Retired but not deleted: listed in the meta record, for a restart to delete.
+        let listed: Vec<u64> = cp
+            .retired
+            .iter()
+            .flat_map(|(_, ids)| ids.iter())
+            .chain(&retired_now)
+            .copied()
+            .collect();
+        let root = self.current.load().tree.root;
+        let max_page_bytes = cp.meta.max_page_bytes;
+        let mut meta: Option<Meta> = None;
+        let mut overflow_written: Vec<u64> = Vec::new();
+        let written = write_back(
+            pool,
+            &self.writer,
+            self.pages.blocks(),
+            usize::MAX,
+            |highest| log.sync_to(Lsn(highest)),
+            |images, last| {
+                // The overflow blocks not yet written that the pages name go with them.
+                let mut extra: Vec<Extra> = Vec::new();
+                for id in overflow_ids(images) {
+                    if let Some(chunk) = self.pages.pending_chunk(id) {
+                        extra.push((BlockId(id), Some(chunk)));
+                        overflow_written.push(id);
+                    }
+                }
+                if !last {
+                    return extra;
+                }
+                extra.extend(reclaim.iter().map(|id| (BlockId(*id), None)));
+                let free_list = (!listed.is_empty()).then(|| {
+                    let bytes = encode_ids(&listed);
+                    let blocks = bytes.len().div_ceil(OVERFLOW_BLOCK_BYTES).max(1);
+                    let first = self.next_page.fetch_add(blocks as u64, Ordering::Relaxed);
+                    for (id, chunk) in (first..).zip(bytes.chunks(OVERFLOW_BLOCK_BYTES)) {
+                        extra.push((BlockId(id), Some(Arc::new(chunk.to_vec()))));
+                    }
+                    OverflowRef { len: bytes.len() as u64, first, blocks: blocks as u32 }
+                });
+                // Every page id the group's pages name was given out before this load.
+                let next_page = self.next_page.load(Ordering::Relaxed);
+                let made = Meta {
+                    root,
+                    next_page,
+                    max_page_bytes,
+                    sequence,
+                    orphans_from: next_page,
+                    free_list,
+                };
+                extra.push((META_BLOCK, Some(Arc::new(made.encode()))));
+                meta = Some(made);
+                extra
+            },
+        )
+        .map_err(|error| match error {
+            WriteBackError::Page(error) => Error::Pages(error.into()),
+            WriteBackError::Log(error) => Error::Log(error),
+            WriteBackError::Blocks(error) => Error::Blocks(error),
+        })?;
+        let meta = meta.expect("invariant: the last group carries the meta record");
+        // Durable: readers find these blocks in the block store from now on.
+        self.pages.drop_pending(overflow_written);
+        self.pages.drop_pending(unwritten.iter().copied());
+        for id in &reclaim {
+            pool.discard(*id);
+        }
+        self.pages.give_back(reclaim.iter().chain(&unwritten).copied());
+        self.pages.count_index();
+        if let Some(old) = cp.meta.free_list {
+            debug_assert!(reclaim.contains(&old.first));
+        }
+        cp.meta = meta;
+        self.counters.pages_written.fetch_add(written.pages, Ordering::Relaxed);
+        self.counters.blocks_reclaimed.fetch_add(reclaim.len() as u64, Ordering::Relaxed);
+        if !retired_now.is_empty() {
+            // Readers from now on see no value these blocks held (their sequence is at or
+            // past every change that let go of one): a new epoch.
+            let old_epoch = self.publish(|current| Version {
+                tree: current.tree.clone(),
+                undo: current.undo.clone(),
+                epoch: Arc::new(Epoch),
+            });
+            cp.retired.push_back((old_epoch, retired_now));
+        }
+        *lock(&self.summary) = cp.summary();
         self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-        self.log()?.truncate_below(Lsn(sequence + 1))?;
+        self.rebudget();
+        log.truncate_below(Lsn(sequence + 1))?;
         Ok(())
     }
 
-    /// Ends a session that built `tree`: deletes what no reader can reach any more, writes
-    /// the pages with the meta record (covering the log up to `sequence`) in one group, and
-    /// publishes the tree.
-    pub(super) fn finish(
-        &self,
-        cp: &mut Checkpointer,
-        mut session: BlockPages<'_>,
-        tree: Tree,
-        sequence: u64,
-    ) -> Result<()> {
+    /// Publishes the version `make` makes of the current one; returns the current one's
+    /// epoch.
+    pub(super) fn publish(&self, make: impl FnOnce(&Version) -> Version) -> Weak<Epoch> {
+        let _held = lock(&self.publishing);
+        let current = self.current.load_full();
+        let next = make(&current);
+        let old_epoch = Arc::downgrade(&current.epoch);
+        self.current.store(Arc::new(next));
+        old_epoch
+    }
+
+    /// The blocks deletable now: those a restart found retired or orphaned, those retired
+    /// by checkpoints whose epochs are gone, and the last meta record's free list. Returned
+    /// as the ones written (deleted by the next group) and the overflow blocks never written
+    /// (only dropped from memory).
+    fn reclaimable(&self, cp: &mut Checkpointer) -> (Vec<u64>, Vec<u64>) {
         let mut reclaim = std::mem::take(&mut cp.reclaim_now);
         while cp.retired.front().is_some_and(|(epoch, _)| epoch.strong_count() == 0) {
             if let Some((_, ids)) = cp.retired.pop_front() {
@@ -258,12 +339,30 @@ impl Inner {
         if let Some(list) = cp.meta.free_list {
             reclaim.extend(list.first..list.first + u64::from(list.blocks));
         }
+        reclaim.sort_unstable();
+        reclaim.dedup();
+        reclaim.into_iter().partition(|id| !self.pages.is_pending(*id))
+    }
+
+    /// Ends a session that built `tree` (a compaction, a backup's load): deletes what no
+    /// reader can reach any more, writes the pages with the meta record (covering the log
+    /// up to `sequence`) in one group, and publishes the tree.
+    pub(super) fn finish(
+        &self,
+        cp: &mut Checkpointer,
+        mut session: BlockPages<'_>,
+        tree: Tree,
+        sequence: u64,
+    ) -> Result<()> {
+        let (reclaim, unwritten) = self.reclaimable(cp);
         // The early flushes' list goes: this record names the tree.
         if let Some(list) = cp.early_list.take() {
             session.free_overflow(&list);
         }
         let reclaimed = reclaim.len() as u64;
         session.reclaim(reclaim);
+        self.pages.drop_pending(unwritten.iter().copied());
+        self.pages.give_back(unwritten);
         let retired_now = session.take_retired();
         // What is retired but not deleted, for a restart to delete.
         let pending: Vec<u64> = cp
@@ -286,19 +385,11 @@ impl Inner {
         self.counters.pages_written.fetch_add(session.dirty_count() as u64, Ordering::Relaxed);
         session.flush(Some(&meta))?;
         cp.meta = meta;
+        self.next_page.fetch_max(meta.next_page, Ordering::Relaxed);
         self.counters.blocks_reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
-        // Publish: readers from now on use the new tree (and no longer need a frozen
-        // memtable, which the tree now holds).
-        let current = self.current.load_full();
-        let old_epoch = Arc::downgrade(&current.epoch);
-        self.current.store(Arc::new(Version {
-            mutable: Arc::clone(&current.mutable),
-            frozen: None,
-            tree,
-            epoch: Arc::new(Epoch),
-        }));
-        drop(current);
-        // The frozen memtable's room goes back to the buffer pool.
+        // Publish: readers from now on use the new tree.
+        let old_epoch =
+            self.publish(|_| Version { tree, undo: self.undo.view(), epoch: Arc::new(Epoch) });
         self.rebudget();
         cp.retired.push_back((old_epoch, retired_now));
         *lock(&self.summary) = cp.summary();

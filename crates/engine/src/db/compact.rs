@@ -1,12 +1,13 @@
 //! `compact`: after a checkpoint, the tree rewritten with full pages (a bulk load of its
-//! entries in order, `bulk.rs`) under the checkpoint lock, the old tree's pages retired, and
-//! the block store's files cleaned back to their size before.
+//! entries in order, `bulk.rs`) under the checkpoint lock, with writers waiting (they change
+//! the tree in place, and the new tree must hold every change), the old tree's pages
+//! retired, and the block store's files cleaned back to their size before.
 //!
 //! Must never: delete a page a snapshot taken before the compaction still reads (the old
 //! pages are retired like a checkpoint's, and go once no reader holds them).
 
 use super::bulk::BulkLoad;
-use super::{lock, Checkpointer, Inner};
+use super::{lock, write, Checkpointer, Inner};
 use crate::block_pages::{BlockPages, Pages};
 use crate::page::Page;
 use crate::tree::{PageSource, PageStore, Tree};
@@ -16,13 +17,15 @@ impl Inner {
     /// Checkpoints, then rewrites the tree with full pages (a bulk load of its entries in
     /// order), so that pages left half full by splits and deletes are packed again.
     pub(super) fn compact(&self) -> Result<()> {
-        self.checkpoint_on_thread()?;
         self.check_writable()?;
+        // Writers wait while the tree is replaced: the new one holds every change made.
+        let _switch = write(&self.switch);
         let mut checkpointer = lock(&self.checkpointer);
         // Again under the lock: a close waits for this lock once it refuses new calls.
         self.check_writable()?;
         let before = self.pages.blocks().stats().file_bytes;
-        let result = self.compact_locked(&mut checkpointer).and_then(|()| {
+        let result = self.checkpoint_locked(&mut checkpointer);
+        let result = result.and_then(|()| self.compact_locked(&mut checkpointer)).and_then(|()| {
             // The old tree's pages go at the next checkpoint once no reader holds them (a
             // snapshot taken before the compaction keeps them), then their space goes back.
             self.checkpoint_locked(&mut checkpointer)?;
@@ -33,13 +36,15 @@ impl Inner {
     }
 
     fn compact_locked(&self, cp: &mut Checkpointer) -> Result<()> {
-        // Under the checkpoint lock nothing else changes the tree; writers go on into the
-        // memtable.
+        // Under the checkpoint lock and `switch` nothing else changes the tree, and the
+        // checkpoint before left no page dirty.
         let base = self.current.load_full();
         let old = base.tree.clone();
         let max = old.max_page_bytes;
         let dirty_budget = self.options.dirty_budget();
-        let mut bulk = BulkLoad::new(BlockPages::new(&self.pages, cp.meta.next_page), max);
+        debug_assert_eq!(self.pages.pool().dirty_count(), 0);
+        let next_page = self.next_page.load(std::sync::atomic::Ordering::Relaxed);
+        let mut bulk = BulkLoad::new(BlockPages::new(&self.pages, next_page), max);
         let mut failure: Option<Error> = None;
         old.scan(&self.pages, b"", &mut |key, value| {
             bulk.push(key, value.clone());

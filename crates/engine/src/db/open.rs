@@ -1,6 +1,6 @@
 //! Opening a store: what the directory holds, making a new store, checking the options
 //! against the ones the store was made with, and recovery (the meta block's tree, then the
-//! log's records after it replayed into the memtable).
+//! log's records after it replayed onto its pages, in place).
 //!
 //! A directory is one of: missing (a store may be made there if its parent exists), empty
 //! (a store may be made in it), a store (its identity file `TIERKV` says so, see
@@ -12,7 +12,7 @@
 //! *creating* state, which the next writable open clears and makes again (no write was
 //! acknowledged before *ready*).
 //!
-//! Recovery reads the log read-only first: its records go into the memtable, and a log
+//! Recovery reads the log read-only first: its records are applied to the tree, and a log
 //! that ends before the checkpoint is refused before anything is written. Only then does a
 //! writable open open the log for appends (repairing a torn tail, preparing a segment).
 //!
@@ -33,6 +33,7 @@ use tierkv_io::{FileLock, Storage};
 use tierkv_wal::{RecoveryReport, Wal, WalOptions};
 
 use super::checkpoint::{create_tree, decode_ids};
+use super::write::{Apply, ApplyError};
 use super::{
     batch_record, Checkpointer, Counters, Db, Epoch, Inner, ReleaseOnDrop, Trigger, Version,
     Visibility, LOCK_FILE,
@@ -40,8 +41,9 @@ use super::{
 use crate::batch::WriteBatch;
 use crate::block_pages::Pages;
 use crate::identity::{self, Identity, StoreState, BLOCKS_DIR, IDENTITY_FILE};
-use crate::memtable::Memtable;
+use crate::tree::write::Writer;
 use crate::tree::Tree;
+use crate::undo::Undo;
 use crate::{Error, Options, Result};
 
 /// What a store's directory holds.
@@ -398,7 +400,7 @@ fn remove_tree(storage: &Storage, path: &Path) -> Result<()> {
 }
 
 /// Opens the store's parts: the block store, the tree (made when `fresh`), the log's
-/// records replayed into the memtable, the log for appends and the checkpoint thread
+/// records replayed onto the tree, the log for appends and the checkpoint thread
 /// (unless read-only). `options` carry the store's own settings.
 fn start(
     storage: &Storage,
@@ -457,8 +459,22 @@ fn start(
     }
     let tree = Tree { root: meta.root, max_page_bytes: meta.max_page_bytes as usize };
 
-    let memtable = Memtable::with_capacity(options.memtable_max_bytes());
-    let mut replay_error = None;
+    // The log's records after the checkpoint are replayed onto the pages, in place: a
+    // page may hold some of them already (written back before the crash), and each change
+    // is a whole value or a removal, so applying it again leaves the same.
+    let next_page = AtomicU64::new(meta.next_page);
+    let writer = Writer::new();
+    let freed = Mutex::new(Vec::new());
+    let undo = Undo::new(options.undo_segment_bytes(), options.undo_limit());
+    let apply = Apply {
+        pages: &pages,
+        writer: &writer,
+        next_page: &next_page,
+        freed: &freed,
+        undo: None,
+        inline_max: options.max_inline_value(),
+    };
+    let mut replay_error: Option<Error> = None;
     let mut replayed_bytes = 0u64;
     let wal_options = WalOptions {
         backend: options.backend(),
@@ -471,22 +487,35 @@ fn start(
             return;
         }
         if record.kind != batch_record() {
-            replay_error =
-                Some(format!("log record {} has type {}", record.lsn, record.kind.get()));
+            replay_error = Some(Error::Corruption(format!(
+                "log record {} has type {}",
+                record.lsn,
+                record.kind.get()
+            )));
             return;
         }
-        match WriteBatch::decode(record.payload) {
-            Ok(batch) => {
-                for (key, value) in batch.ops() {
-                    memtable.insert(key, record.lsn.0, value);
-                }
-                replayed_bytes += record.payload.len() as u64;
+        let batch = match WriteBatch::decode(record.payload) {
+            Ok(batch) => batch,
+            Err(detail) => {
+                replay_error =
+                    Some(Error::Corruption(format!("log record {}: {detail}", record.lsn)));
+                return;
             }
-            Err(detail) => replay_error = Some(format!("log record {}: {detail}", record.lsn)),
+        };
+        replayed_bytes += record.payload.len() as u64;
+        if batch.is_empty() {
+            // A backup's first record: it only numbers.
+            return;
+        }
+        let number = || Ok::<u64, std::convert::Infallible>(record.lsn.0);
+        match apply.batch(meta.root, &batch, number) {
+            Ok(lsn) => debug_assert_eq!(lsn, record.lsn.0),
+            Err(ApplyError::Tree(error)) => replay_error = Some(error),
+            Err(ApplyError::Refused(never)) => match never {},
         }
     })?;
-    if let Some(detail) = replay_error {
-        return Err(Error::Corruption(detail));
+    if let Some(error) = replay_error {
+        return Err(error);
     }
     let last = report.lsn_range.map_or(0, |(_, last)| last.0);
     check_log_covers(&report, last, meta.sequence, &log_dir)?;
@@ -507,10 +536,9 @@ fn start(
             Some(recovered.wal)
         }
     };
-    // The buffer pool was made with its least budget; it gets what the memtable leaves.
-    let memtable_max = options.memtable_max_bytes();
-    let version =
-        Version { mutable: Arc::new(memtable), frozen: None, tree, epoch: Arc::new(Epoch) };
+    // The buffer pool was made with its least budget; it gets what the undo leaves.
+    let memtable_max = options.undo_limit();
+    let version = Version { tree, undo: undo.view(), epoch: Arc::new(Epoch) };
     let state = Checkpointer {
         meta,
         early_list: None,
@@ -526,7 +554,12 @@ fn start(
         pages,
         wal,
         current: ArcSwap::from_pointee(version),
+        publishing: Mutex::new(()),
         switch: RwLock::new(()),
+        writer,
+        undo,
+        next_page,
+        freed,
         visible: Visibility::new(last),
         checkpointer: Mutex::new(state),
         summary: Mutex::new(summary),
@@ -536,7 +569,7 @@ fn start(
         failed: AtomicBool::new(false),
         closed: AtomicBool::new(false),
         log_bytes: AtomicU64::new(replayed_bytes),
-        memtable_reserve: AtomicUsize::new(memtable_max),
+        undo_reserve: AtomicUsize::new(memtable_max),
         rebudgeting: Mutex::new(()),
         counters: Counters::default(),
         file_lock: Mutex::new(lock),

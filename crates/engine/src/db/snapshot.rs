@@ -1,9 +1,15 @@
 //! Reads of a consistent view: `Snapshot` (point lookups as of one sequence number) and
-//! `Iter` (a range scan of a snapshot from both ends), which merges the memtables and the
-//! tree a chunk at a time.
+//! `Iter` (a range scan of a snapshot from both ends), which reads the tree a chunk (a
+//! leaf's worth) at a time.
 //!
-//! A snapshot holds its `Version` (memtables, tree root, epoch), so no page it can reach is
-//! deleted while it lives.
+//! The tree changes in place. A lookup that finds its key in a leaf whose LSN is above the
+//! snapshot's sequence asks the undo what the key held then (`undo::View::before`); a chunk
+//! read from such leaves gets the before-images of its key range laid over it
+//! (`Chunk::overlay`). When the undo dropped what a snapshot needed (it keeps up to twice
+//! `write_buffer_size`), the read fails with `Error::SnapshotTooOld`, never a wrong answer.
+//!
+//! A snapshot holds its `Version` (tree root, undo view, epoch), so no block it can reach
+//! is deleted while it lives.
 //!
 //! An `Iter` has two ends consuming one range. What neither end has loaded yet is the keys
 //! from `low` to `high`; each end loads chunks from its side of that into its own buffer,
@@ -11,9 +17,8 @@
 //! buffers become one, which both ends take from, and `low` and `high` mark how far each
 //! end has gone, for a seek.
 //!
-//! Must never: return a version newer than the snapshot's sequence, or an entry a newer
-//! version in another source hides; return a key twice, or a key outside the range, from
-//! either end.
+//! Must never: return a value newer than the snapshot's sequence, or one a change at or
+//! below it replaced; return a key twice, or a key outside the range, from either end.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -21,8 +26,6 @@ use std::sync::Arc;
 
 use super::{Inner, Version};
 use crate::batch::check_key;
-use crate::block_pages::Pages;
-use crate::memtable::{self, Found as MemFound};
 use crate::page::Value;
 use crate::range::{self, successor, KeyBounds, KeyRange};
 use crate::tree::read::{Chunk, ChunkValue, Found};
@@ -43,18 +46,37 @@ thread_local! {
 }
 
 impl View<'_> {
-    /// Looks `key` up in the tree: its value (inline, in `value`) or where its overflow
-    /// blocks are.
+    /// Looks `key` up as of the view's sequence: its value (inline, in `value`) or where
+    /// its overflow blocks are. The leaf's value, unless the leaf changed after the
+    /// sequence and the undo holds what the key had then.
     fn tree_get(&self, key: &[u8], value: &mut Vec<u8>) -> Result<Found> {
-        Ok(self.inner.pages.get(self.version.tree.root, key, value)?)
+        let (found, lsn) = self.inner.pages.get_at(self.version.tree.root, key, value)?;
+        if lsn <= self.sequence {
+            return Ok(found);
+        }
+        let before = self.version.undo.before(key, self.sequence).map_err(|_| self.too_old())?;
+        let Some(before) = before else {
+            // No change of the key after the sequence: the leaf's value stands.
+            return Ok(found);
+        };
+        value.clear();
+        Ok(match before {
+            None => Found::Absent,
+            Some(Value::Inline(bytes)) => {
+                value.extend_from_slice(&bytes);
+                Found::Inline
+            }
+            Some(Value::Overflow(overflow)) => Found::Overflow(overflow),
+        })
+    }
+
+    pub(super) fn too_old(&self) -> Error {
+        Error::SnapshotTooOld { limit: self.inner.options.undo_limit() }
     }
 
     pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         self.inner.check_open()?;
-        if let Some(found) = self.memtable_get(key) {
-            return Ok(found.value.map(Vec::from));
-        }
         let mut value = Vec::new();
         match self.tree_get(key, &mut value)? {
             Found::Absent => Ok(None),
@@ -70,9 +92,6 @@ impl View<'_> {
     ) -> Result<Option<T>> {
         check_key(key)?;
         self.inner.check_open()?;
-        if let Some(found) = self.memtable_get(key) {
-            return Ok(found.value.map(|value| read(&value)));
-        }
         let mut value = SCRATCH.take();
         let found = self.tree_get(key, &mut value);
         let result = match found {
@@ -97,12 +116,6 @@ impl View<'_> {
         buffer.clear();
         check_key(key)?;
         self.inner.check_open()?;
-        if let Some(found) = self.memtable_get(key) {
-            if let Some(value) = &found.value {
-                buffer.extend_from_slice(value);
-            }
-            return Ok(found.value.is_some());
-        }
         let found = self.tree_get(key, buffer);
         match found {
             Ok(Found::Absent) => Ok(false),
@@ -124,9 +137,6 @@ impl View<'_> {
     pub(super) fn contains_key(&self, key: &[u8]) -> Result<bool> {
         check_key(key)?;
         self.inner.check_open()?;
-        if let Some(found) = self.memtable_get(key) {
-            return Ok(found.value.is_some());
-        }
         let mut value = SCRATCH.take();
         let found = self.tree_get(key, &mut value);
         if value.capacity() <= MAX_SCRATCH_BYTES {
@@ -135,20 +145,9 @@ impl View<'_> {
         Ok(!matches!(found?, Found::Absent))
     }
 
-    /// The newest version of `key` in the memtables at or below the sequence.
-    fn memtable_get(&self, key: &[u8]) -> Option<memtable::Found> {
-        let version = &**self.version;
-        let newer = version.mutable.get(key, self.sequence);
-        let older = version.frozen.as_ref().and_then(|frozen| frozen.get(key, self.sequence));
-        match (newer, older) {
-            (Some(a), Some(b)) => Some(if a.sequence >= b.sequence { a } else { b }),
-            (a, b) => a.or(b),
-        }
-    }
-
     fn resolve(&self, value: Value) -> Result<Vec<u8>> {
         match value {
-            // Without a copy when nothing else holds the bytes (a memtable value).
+            // Without a copy when nothing else holds the bytes.
             Value::Inline(bytes) => Ok(Vec::from(bytes)),
             Value::Overflow(overflow) => Ok(self.inner.pages.read_overflow(&overflow)?),
         }
@@ -305,12 +304,9 @@ pub struct Iter {
     front: VecDeque<(Vec<u8>, Value)>,
     /// Loaded by the back end and not returned, descending: all at or above `high`.
     back: VecDeque<(Vec<u8>, Value)>,
-    /// Entries each end takes from each memtable at its next refill.
+    /// Entries each end takes from the tree at its next refill (at most a leaf's).
     front_chunk: usize,
     back_chunk: usize,
-    /// For the front end, what each memtable (the mutable one, then the frozen one) is
-    /// known not to hold: a refill whose memtable range lies inside skips that memtable.
-    front_gaps: [Option<Gap>; 2],
     /// The leaf each end reads the tree from.
     front_leaf: Leaf,
     back_leaf: Leaf,
@@ -318,42 +314,11 @@ pub struct Iter {
     failed: bool,
 }
 
-/// Keys from `from` (inclusive) up to `to` (exclusive; `None`: no end) of which a memtable
-/// holds no version this iterator's snapshot sees, now or later (what the snapshot sees of a
-/// memtable never changes). Found by a scan that came back short, so a long scan over a
-/// memtable with few keys in its range searches the memtable's skip list about once, not
-/// once a refill.
-#[derive(Debug)]
-struct Gap {
-    from: Vec<u8>,
-    to: Option<Vec<u8>>,
-}
-
-impl Gap {
-    /// Whether the keys from `low` up to `high` (`None`: no end) lie inside.
-    fn covers(&self, low: &[u8], high: Option<&[u8]>) -> bool {
-        self.from.as_slice() <= low
-            && match (self.to.as_deref(), high) {
-                (None, _) => true,
-                (Some(to), Some(high)) => high <= to,
-                (Some(_), None) => false,
-            }
-    }
-}
-
 /// An end of an `Iter`: the front takes keys ascending, the back descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum End {
     Front,
     Back,
-}
-
-/// One key's newest entry among the sources: from a memtable (with its sequence number and
-/// possibly a deletion) or from the tree.
-enum Candidate {
-    Memtable(MemFound),
-    /// Entry `n` of the end's tree chunk.
-    Tree(usize),
 }
 
 impl Iter {
@@ -372,7 +337,6 @@ impl Iter {
             back: VecDeque::new(),
             front_chunk: ITER_CHUNK_FIRST,
             back_chunk: ITER_CHUNK_FIRST,
-            front_gaps: [None, None],
             front_leaf: Leaf::new(),
             back_leaf: Leaf::new(),
             failed: false,
@@ -542,14 +506,12 @@ impl Iter {
         error
     }
 
-    /// Takes the next chunk of `end`'s side of what is left from every source, and keeps
-    /// what is certain: the keys up to the nearest point where some source may have more.
-    /// The tree's chunk is the rest of a leaf (`Leaf`); each memtable's, a count of entries
-    /// that doubles with each refill.
+    /// Takes the next chunk of `end`'s side of what is left from the tree (`Leaf`: the
+    /// rest of a leaf, or as many entries as the end's chunk count, which doubles with each
+    /// refill), as of the snapshot.
     fn refill(&mut self, end: End) -> Result<()> {
         debug_assert!(!self.exhausted, "a refill of an exhausted range");
         let snapshot = &self.snapshot;
-        let version = &*snapshot.version;
         let backward = end == End::Back;
         let (chunk_next, buffer, leaf) = match end {
             End::Front => (&mut self.front_chunk, &mut self.front, &mut self.front_leaf),
@@ -559,130 +521,34 @@ impl Iter {
         *chunk_next = (chunk * 2).min(ITER_CHUNK_MAX);
         let loaded_before = buffer.len();
         let (low, high) = (self.low.as_slice(), self.high.as_deref());
-        // The last key of each source that may hold more beyond it: the nearest one bounds
-        // what this refill can be sure of.
-        let mut horizon: Option<Vec<u8>> = None;
-        let mut bound = |last: Option<&[u8]>, full: bool| {
-            if let (true, Some(last)) = (full, last) {
-                let nearer =
-                    horizon.as_deref().is_none_or(|h| if backward { last > h } else { last < h });
-                if nearer {
-                    horizon = Some(last.to_vec());
-                }
-            }
-        };
-        // The tree's entries in what is left, from the end's leaf, in the scan's direction.
-        let root = version.tree.root;
-        let pages = &snapshot.inner.pages;
+        let view = snapshot.view();
         let (range, more) = if backward {
-            leaf.backward(pages, root, low, high, chunk)?
+            leaf.backward(&view, low, high, chunk)?
         } else {
-            leaf.forward(pages, root, low, high, chunk)?
+            leaf.forward(&view, low, high, chunk)?
         };
-        let tree_order: Vec<usize> =
+        let order: Vec<usize> =
             if backward { range.clone().rev().collect() } else { range.clone().collect() };
-        bound(tree_order.last().map(|&at| leaf.chunk.key(at)), more);
-        // Each memtable's chunk, in the scan's direction, no further than the tree's: what
-        // lies beyond the tree's last key is not certain this refill, so reading it (a
-        // whole chunk of values, for each leaf a long scan crosses) would be wasted.
-        let tree_last: Option<Vec<u8>> = match (more, tree_order.last()) {
+        // The last key loaded, when the tree has more beyond it.
+        let horizon = match (more, order.last()) {
             (true, Some(&at)) => Some(leaf.chunk.key(at).to_vec()),
             _ => None,
         };
-        let tree_end = match (&tree_last, backward) {
-            (Some(last), false) => Some(successor(last)),
-            _ => None,
-        };
-        let mem_low = match (&tree_last, backward) {
-            (Some(last), true) => last.as_slice().max(low),
-            _ => low,
-        };
-        let mem_high = match (tree_end.as_deref(), high) {
-            (Some(end), Some(high)) => Some(end.min(high)),
-            (Some(end), None) => Some(end),
-            (None, high) => high,
-        };
-        let mut memtables: Vec<MemChunk> = Vec::with_capacity(2);
-        let sources = std::iter::once(&version.mutable).chain(version.frozen.as_ref());
-        for (memtable, gap) in sources.zip(self.front_gaps.iter_mut()) {
-            let entries = if backward {
-                memtable.scan_back(mem_low, mem_high, snapshot.sequence, chunk)
-            } else if gap.as_ref().is_some_and(|gap| gap.covers(mem_low, mem_high)) {
-                Vec::new()
-            } else {
-                let (entries, next) =
-                    memtable.scan_ahead(mem_low, mem_high, snapshot.sequence, chunk);
-                // Short: nothing else it holds lies before `next` (`None`: no end, or the
-                // scan had none), past the last entry it returned.
-                *gap = (entries.len() < chunk).then(|| Gap {
-                    from: entries.last().map_or_else(|| mem_low.to_vec(), |(k, _)| successor(k)),
-                    to: if mem_high.is_some() { next } else { None },
-                });
-                entries
-            };
-            bound(entries.last().map(|(k, _)| k.as_slice()), entries.len() == chunk);
-            memtables.push(entries.into_iter().peekable());
-        }
-        let certain = |key: &[u8]| match &horizon {
-            None => true,
-            Some(h) if backward => key >= h.as_slice(),
-            Some(h) => key <= h.as_slice(),
-        };
-        // A merge of the sorted chunks: at each step the key that comes first in the scan's
-        // direction; where sources share it, a memtable's version beats the tree's, and the
-        // newer of two memtables' wins.
-        let first = |a: &[u8], b: &[u8]| if backward { a > b } else { a < b };
-        let mut tree = tree_order.into_iter().peekable();
-        loop {
-            // The source whose next key comes first (the tree's, where none comes before it).
-            let mut lead: Option<&[u8]> = tree.peek().map(|&at| leaf.chunk.key(at));
-            for memtable in &mut memtables {
-                if let Some((key, _)) = memtable.peek() {
-                    if lead.is_none_or(|lead| first(key, lead)) {
-                        lead = Some(key.as_slice());
+        for at in order {
+            let key = leaf.chunk.key(at).to_vec();
+            let value = match leaf.chunk.take_value(at) {
+                Some(bytes) => Value::inline(bytes),
+                None => match &leaf.chunk.entries[at].1 {
+                    ChunkValue::Inline(bytes) => {
+                        Value::inline(leaf.chunk.bytes[bytes.clone()].to_vec())
                     }
-                }
-            }
-            let Some(lead) = lead else { break };
-            if !certain(lead) {
-                break;
-            }
-            let key = lead.to_vec();
-            let mut best: Option<Candidate> = None;
-            if let Some(at) = tree.next_if(|&at| leaf.chunk.key(at) == key.as_slice()) {
-                best = Some(Candidate::Tree(at));
-            }
-            for memtable in &mut memtables {
-                let Some((_, found)) = memtable.next_if(|(k, _)| *k == key) else { continue };
-                let newer = match &best {
-                    None | Some(Candidate::Tree(_)) => true,
-                    Some(Candidate::Memtable(old)) => found.sequence > old.sequence,
-                };
-                if newer {
-                    best = Some(Candidate::Memtable(found));
-                }
-            }
-            match best.expect("the lead key came from some source") {
-                Candidate::Tree(at) => {
-                    let value = match leaf.chunk.take_value(at) {
-                        Some(bytes) => Value::inline(bytes),
-                        None => match &leaf.chunk.entries[at].1 {
-                            ChunkValue::Inline(bytes) => {
-                                Value::inline(leaf.chunk.bytes[bytes.clone()].to_vec())
-                            }
-                            ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
-                            ChunkValue::Owned(_) | ChunkValue::Taken => {
-                                unreachable!("an entry is handed out once, its range re-read")
-                            }
-                        },
-                    };
-                    buffer.push_back((key, value));
-                }
-                Candidate::Memtable(MemFound { value: Some(value), .. }) => {
-                    buffer.push_back((key, Value::inline(value)));
-                }
-                Candidate::Memtable(MemFound { value: None, .. }) => {}
-            }
+                    ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
+                    ChunkValue::Owned(_) | ChunkValue::Taken => {
+                        unreachable!("an entry is handed out once, its range re-read")
+                    }
+                },
+            };
+            buffer.push_back((key, value));
         }
         // What this refill loaded lies inside what was left.
         assert!(buffer.range(loaded_before..).all(|(key, _)| {
@@ -699,9 +565,6 @@ impl Iter {
         Ok(())
     }
 }
-
-/// A memtable's chunk of a refill, being merged.
-type MemChunk = std::iter::Peekable<std::vec::IntoIter<(Vec<u8>, MemFound)>>;
 
 /// The tree's leaf an end of an `Iter` reads from: up to a leaf's worth of entries copied
 /// out under one validation (`tree::read::Chunk`; as many as the refill's chunk, so a seek
@@ -734,8 +597,7 @@ impl Leaf {
     /// empty ones); and whether the tree has keys below `high` beyond them.
     fn forward(
         &mut self,
-        pages: &Pages,
-        root: u64,
+        view: &View<'_>,
         low: &[u8],
         high: Option<&[u8]>,
         limit: usize,
@@ -751,7 +613,21 @@ impl Leaf {
                 _ => false,
             };
             if !covered {
-                pages.chunk_forward(root, &from, limit, &mut self.chunk)?;
+                view.inner.pages.chunk_forward(
+                    view.version.tree.root,
+                    &from,
+                    limit,
+                    &mut self.chunk,
+                )?;
+                if self.chunk.lsn > view.sequence {
+                    // Changed after the snapshot: what the keys it covers held then.
+                    let before = view.version.undo.before_range(
+                        &from,
+                        self.chunk.bound.as_deref(),
+                        view.sequence,
+                    );
+                    self.chunk.overlay(&before.map_err(|_| view.too_old())?);
+                }
                 self.read_by = Some(ReadBy::Forward(from.clone()));
             }
             let chunk = &self.chunk;
@@ -779,8 +655,7 @@ impl Leaf {
     /// and whether the tree has keys at or above `low` before them.
     fn backward(
         &mut self,
-        pages: &Pages,
-        root: u64,
+        view: &View<'_>,
         low: &[u8],
         high: Option<&[u8]>,
         limit: usize,
@@ -805,7 +680,15 @@ impl Leaf {
                 _ => false,
             };
             if !covered {
-                pages.chunk_backward(root, before.as_deref(), limit, &mut self.chunk)?;
+                let root = view.version.tree.root;
+                view.inner.pages.chunk_backward(root, before.as_deref(), limit, &mut self.chunk)?;
+                if self.chunk.lsn > view.sequence {
+                    // As in `forward`.
+                    let start = self.chunk.bound.as_deref().unwrap_or(b"");
+                    let undo = &view.version.undo;
+                    let was = undo.before_range(start, before.as_deref(), view.sequence);
+                    self.chunk.overlay(&was.map_err(|_| view.too_old())?);
+                }
                 self.read_by = Some(ReadBy::Backward(before.clone()));
             }
             let chunk = &self.chunk;

@@ -46,17 +46,20 @@ pub struct Stats {
     pub next_page: u64,
     /// Page ids below `next_page` that no block holds, given out before new ones.
     pub reusable_page_ids: usize,
-    /// Bytes of the mutable memtable.
-    pub memtable_bytes: usize,
-    /// Bytes of the memtable being checkpointed (0 when none is).
-    pub frozen_bytes: usize,
+    /// Bytes of before-images kept for snapshots (the undo), outside the buffer pool.
+    pub undo_bytes: usize,
+    /// Pages changed in place and not yet written by a checkpoint.
+    pub dirty_pages: usize,
+    /// Bytes of overflow values written and not yet in the block store (counted in the
+    /// buffer pool's budget).
+    pub pending_overflow_bytes: usize,
     /// The buffer pool's counters.
     pub cache: CacheStats,
     /// Bytes the buffer pool counts: its resident and kept frames (each at least the
     /// kernel's page), its clock's records, and the pages a checkpoint holds before writing
     /// them.
     pub cache_bytes: usize,
-    /// The buffer pool's budget now: `cache_size` less what the memtables are set aside.
+    /// The buffer pool's budget now: `cache_size` less what the undo is set aside.
     pub cache_budget: usize,
     /// `get` calls.
     pub gets: u64,
@@ -64,7 +67,7 @@ pub struct Stats {
     pub writes: u64,
     /// Operations in those writes.
     pub write_ops: u64,
-    /// Writes that waited for a checkpoint to make memtable room.
+    /// Writes slowed down because dirty pages passed twice what a checkpoint is due at.
     pub stalls: u64,
     /// Checkpoints completed.
     pub checkpoints: u64,
@@ -92,9 +95,8 @@ pub struct Stats {
 impl Inner {
     pub(super) fn stats(&self) -> Result<Stats> {
         let pool = self.pages.pool();
-        // The budget before the memtables' sizes: a checkpoint that publishes in between
-        // frees its frozen memtable and then grows the budget, and read the other way round
-        // the two would count the frozen memtable's room twice.
+        // The budget before the undo's size: undo freed in between grows the budget
+        // after it shrinks, and read the other way round the two would count its room twice.
         let cache_budget = pool.budget();
         let version = self.current.load_full();
         let summary = *lock(&self.summary);
@@ -107,8 +109,9 @@ impl Inner {
             tree_height: version.tree.height(&self.pages)?,
             next_page: summary.next_page,
             reusable_page_ids: self.pages.reusable_count(),
-            memtable_bytes: version.mutable.bytes(),
-            frozen_bytes: version.frozen.as_ref().map_or(0, |frozen| frozen.bytes()),
+            undo_bytes: self.undo.bytes(),
+            dirty_pages: pool.dirty_count(),
+            pending_overflow_bytes: self.pages.pending_bytes(),
             cache: CacheStats {
                 hits: frames.lookups.saturating_sub(frames.misses),
                 misses: frames.misses,

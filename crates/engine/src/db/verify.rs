@@ -1,5 +1,5 @@
-//! `verify`'s report and its walk of the tree: key order and bounds, leaf depth, page sizes,
-//! overflow values, no page reachable twice; then every block of the block store checked.
+//! `verify`'s report and its walk of the tree: key order and bounds, leaf depth, overflow
+//! values (each page's layout was checked when it was read into its frame), no page reachable twice; then every block of the block store checked.
 
 use super::{Inner, Pages, Version};
 use crate::page::{Page, Value};
@@ -15,8 +15,7 @@ pub struct VerifyReport {
     pub leaves: u64,
     /// Levels from the root to the leaves.
     pub height: usize,
-    /// Entries a reader of the store sees: the tree's, with the writes not yet checkpointed
-    /// (in the memtables, replayed from the log after a restart) applied over them.
+    /// Entries a reader of the store sees.
     pub entries: u64,
     /// Bytes of their keys.
     pub key_bytes: u64,
@@ -46,7 +45,7 @@ impl Inner {
     pub(super) fn verify(&self, version: &Version) -> Result<VerifyReport> {
         let mut report = VerifyReport::default();
         let mut walk = Walk { pages: &self.pages, report: &mut report, seen: Default::default() };
-        walk.page(version.tree.root, None, None, 1, version.tree.max_page_bytes);
+        walk.page(version.tree.root, None, None, 1);
         match self.pages.blocks().verify() {
             Ok(blocks) => {
                 report.blocks = blocks.blocks;
@@ -67,14 +66,7 @@ pub(super) struct Walk<'a> {
 
 impl Walk<'_> {
     /// Checks the subtree at `id`, whose keys must lie in `low..high`, at `depth`.
-    pub(super) fn page(
-        &mut self,
-        id: u64,
-        low: Option<&[u8]>,
-        high: Option<&[u8]>,
-        depth: usize,
-        max: usize,
-    ) {
+    pub(super) fn page(&mut self, id: u64, low: Option<&[u8]>, high: Option<&[u8]>, depth: usize) {
         if self.report.problems.len() >= 100 {
             return;
         }
@@ -103,9 +95,6 @@ impl Walk<'_> {
                         self.report.height
                     ));
                 }
-                if leaf.encoded_len() > max && leaf.entries.len() >= 2 {
-                    self.report.problems.push(format!("leaf {id} is over the page size"));
-                }
                 for (key, value) in &leaf.entries {
                     if !in_bounds(key) {
                         self.report
@@ -124,9 +113,6 @@ impl Walk<'_> {
                 }
             }
             Page::Internal(internal) => {
-                if internal.encoded_len() > max && internal.entries.len() >= 3 {
-                    self.report.problems.push(format!("internal page {id} is over the page size"));
-                }
                 let mut bound = low.map(<[u8]>::to_vec);
                 let mut child = internal.first_child;
                 for (separator, next) in &internal.entries {
@@ -135,11 +121,11 @@ impl Walk<'_> {
                             "internal page {id} holds a separator outside its range"
                         ));
                     }
-                    self.page(child, bound.as_deref(), Some(separator), depth + 1, max);
+                    self.page(child, bound.as_deref(), Some(separator), depth + 1);
                     bound = Some(separator.clone());
                     child = *next;
                 }
-                self.page(child, bound.as_deref(), high, depth + 1, max);
+                self.page(child, bound.as_deref(), high, depth + 1);
             }
         }
     }

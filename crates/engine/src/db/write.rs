@@ -1,21 +1,135 @@
-//! The write path (see `db.rs`'s header): a batch appended to the log, which numbers it,
-//! inserted into the mutable memtable under `switch`, made durable for `Sync` by the log's
-//! group commit, then published; and the memtables' room: a writer kicks a checkpoint once
-//! the memtable holds `write_buffer_size`, waits while the memtables hold twice that, and
-//! moves the buffer pool's budget as they grow.
+//! The write path (see `db.rs`'s header): a batch's changes sorted by key, values too large
+//! for a leaf put in overflow blocks (held in memory until the next checkpoint writes
+//! them), then the tree changed in place (`tree::write::Writer`): the batch's leaves
+//! latched, the log numbering the batch, each key's before-image recorded in the undo, the
+//! leaves changed and marked dirty. For `Sync` the writer then waits for the log to make it
+//! durable (group commit), with no latch held, and only then is it *published*: the visible
+//! sequence number passes it once every earlier write is published too, so readers see
+//! writes in log order and a batch all at once (a reader below a leaf's LSN reads the
+//! undo's before-image instead).
+//!
+//! Writers slow down as dirty pages pile up past twice what a checkpoint is due at
+//! (`write_buffer_size`, or a quarter of the buffer pool when less): each sleeps a little, more the further past, so the checkpoint
+//! thread catches up; none is parked until a checkpoint ends.
 //!
 //! Must never: acknowledge a `Sync` write before the log made it durable; let a reader see
-//! part of a batch (a write is published only once every earlier one is).
+//! part of a batch (a write is published only once every earlier one is); change the tree
+//! in a batch that fails.
 
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tierkv_wal::Durability;
+use tierkv_wal::{Durability, Lsn};
 
 use super::{batch_record, lock, read, Inner, Version};
 use crate::batch::WriteBatch;
+use crate::block_pages::{Pages, PagesError};
+use crate::page::slotted::edit::ValueRef;
+use crate::page::OverflowRef;
+use crate::tree::write::{Op, Space, WriteError, Writer};
+use crate::undo::Undo;
 use crate::{Error, Result};
+
+/// The longest a writer is slowed down at a time.
+const MAX_DELAY: Duration = Duration::from_millis(10);
+
+/// Where the writer's splits get page ids.
+struct Ids<'a> {
+    pages: &'a Pages,
+    next_page: &'a AtomicU64,
+}
+
+impl Space for Ids<'_> {
+    fn allocate(&self) -> u64 {
+        self.pages.allocate(self.next_page)
+    }
+}
+
+/// What applying a batch to the tree needs, outside a running store too (recovery).
+pub(super) struct Apply<'a> {
+    pub pages: &'a Pages,
+    pub writer: &'a Writer,
+    pub next_page: &'a AtomicU64,
+    pub freed: &'a Mutex<Vec<(u64, OverflowRef)>>,
+    /// Where before-images go; `None` in recovery, which has no readers.
+    pub undo: Option<&'a Undo>,
+    pub inline_max: usize,
+}
+
+/// Why a batch was not applied; it changed nothing.
+pub(super) enum ApplyError<N> {
+    /// A page could not be read, or the tree has no room for it.
+    Tree(Error),
+    /// `number` refused it.
+    Refused(N),
+}
+
+impl Apply<'_> {
+    /// Applies `batch` to the tree under `root`, numbered by `number`; returns its LSN.
+    pub fn batch<N>(
+        &self,
+        root: u64,
+        batch: &WriteBatch,
+        number: impl FnOnce() -> std::result::Result<u64, N>,
+    ) -> std::result::Result<u64, ApplyError<N>> {
+        assert!(!batch.is_empty(), "an empty batch");
+        // In key order, the last change of a key winning (a stable sort keeps a key's
+        // changes in batch order).
+        let mut changes: Vec<(&[u8], Option<&[u8]>)> = batch.ops().collect();
+        changes.sort_by(|a, b| a.0.cmp(b.0));
+        changes.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                *earlier = *later;
+            }
+            same
+        });
+        let mut overflows: Vec<OverflowRef> = Vec::new();
+        let ops: Vec<Op<'_>> = changes
+            .iter()
+            .map(|&(key, value)| {
+                let value = value.map(|value| match value.len() > self.inline_max {
+                    true => {
+                        let overflow = self.pages.add_overflow(value, self.next_page);
+                        overflows.push(overflow);
+                        ValueRef::Overflow(overflow)
+                    }
+                    false => ValueRef::Inline(value),
+                });
+                (key, value)
+            })
+            .collect();
+        let space = Ids { pages: self.pages, next_page: self.next_page };
+        let applied =
+            self.writer.apply(self.pages.pool(), &space, root, &ops, number, |key, lsn, before| {
+                if let Some(ValueRef::Overflow(overflow)) = before {
+                    lock(self.freed).push((lsn, overflow));
+                }
+                if let Some(undo) = self.undo {
+                    undo.record(key, lsn, before);
+                }
+            });
+        match applied {
+            Ok(lsn) => {
+                debug_assert!(lsn > 0);
+                Ok(lsn)
+            }
+            Err(error) => {
+                // Nothing refers to the values' blocks: they go.
+                let ids = overflows.iter().flat_map(|o| o.first..o.first + u64::from(o.blocks));
+                self.pages.drop_pending(ids);
+                Err(match error {
+                    WriteError::Read(error) => ApplyError::Tree(PagesError::from(error).into()),
+                    WriteError::Refused(refused) => ApplyError::Refused(refused),
+                    WriteError::TooLarge { pid, no_room } => ApplyError::Tree(Error::Corruption(
+                        format!("leaf {pid} cannot take a change even alone: {no_room}"),
+                    )),
+                })
+            }
+        }
+    }
+}
 
 impl Inner {
     pub(super) fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
@@ -28,92 +142,122 @@ impl Inner {
             return Err(Error::KeyTooLarge { len: key.len(), max });
         }
         self.check_writable()?;
-        self.wait_for_room()?;
+        self.slow_down();
         let payload = batch.encode();
         // On the file backend a `Sync` write is appended without waiting, and made durable
-        // below, outside `switch`, with whoever else is waiting.
+        // below, with no latch held, with whoever else is waiting.
         let logged = match durability {
             Durability::Sync => Durability::None,
             other => other,
         };
+        let log = self.log()?;
+        let apply = self.apply();
         let lsn = {
             let _switch = read(&self.switch);
-            let lsn = self
-                .log()?
-                .append(batch_record(), &payload, logged)
-                .map_err(|error| self.fail(error.into()))?;
-            let memtable = Arc::clone(&self.current.load().mutable);
-            for (key, value) in batch.ops() {
-                memtable.insert(key, lsn.0, value);
+            let root = self.current.load().tree.root;
+            let number = || log.append(batch_record(), &payload, logged).map(|lsn| lsn.0);
+            match apply.batch(root, batch, number) {
+                Ok(lsn) => lsn,
+                Err(ApplyError::Tree(error)) => return Err(error),
+                Err(ApplyError::Refused(error)) => return Err(self.fail(error.into())),
             }
-            lsn
         };
         if durability == Durability::Sync {
-            self.log()?.sync_to(lsn).map_err(|error| self.fail(error.into()))?;
+            log.sync_to(Lsn(lsn)).map_err(|error| self.fail(error.into()))?;
         }
-        self.visible.publish(lsn.0);
+        self.visible.publish(lsn);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         self.counters.write_ops.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let log_bytes = self.log_bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
         if log_bytes + payload.len() as u64 >= self.options.checkpoint_log_bytes {
             self.kick();
         }
-        if !self.visible.wait(lsn.0, &self.failed) {
+        if self.undo.full() {
+            self.rotate_undo();
+        }
+        if !self.visible.wait(lsn, &self.failed) {
             return Err(self.check_writable().err().unwrap_or(Error::Closed));
         }
         Ok(())
     }
 
-    /// Kicks a checkpoint once the memtable reached `write_buffer_size`, and waits while the
-    /// memtables (with the frozen one a checkpoint is writing back) hold twice that.
-    fn wait_for_room(&self) -> Result<()> {
-        let limit = self.options.write_buffer_bytes();
-        let full = |version: &Version| {
-            let bytes = version.mutable.bytes();
-            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
-            (bytes >= limit, bytes + frozen >= 2 * limit)
-        };
-        let (due, stall) = full(&self.current.load());
-        self.rebudget();
-        if !due {
-            return Ok(());
-        }
-        self.kick();
-        if !stall {
-            return Ok(());
-        }
-        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
-        let mut trigger = lock(&self.trigger);
-        loop {
-            self.check_writable()?;
-            if !full(&self.current.load()).1 {
-                return Ok(());
-            }
-            trigger.kicked = true;
-            self.trigger_cv.notify_all();
-            trigger = self
-                .trigger_cv
-                .wait_timeout(trigger, Duration::from_millis(100))
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+    /// What applying a batch needs, for this store.
+    pub(super) fn apply(&self) -> Apply<'_> {
+        Apply {
+            pages: &self.pages,
+            writer: &self.writer,
+            next_page: &self.next_page,
+            freed: &self.freed,
+            undo: Some(&self.undo),
+            inline_max: self.options.max_inline_value(),
         }
     }
 
-    /// Gives the buffer pool what the memtables leave of `cache_size`
-    /// (`Options::memtable_reserve`: they are set aside one step more than they hold).
+    /// Bytes of dirty pages at which a checkpoint is due: `write_buffer_size`, or a quarter
+    /// of the buffer pool's budget when that is less (dirty pages are never evicted, so
+    /// they must leave room for the clean ones).
+    pub(super) fn checkpoint_due(&self) -> usize {
+        let budget = self.pages.pool().budget();
+        self.options.write_buffer_bytes().min(budget / 4).max(self.options.page_bytes())
+    }
+
+    /// Bytes of dirty pages now.
+    pub(super) fn dirty_bytes(&self) -> usize {
+        self.pages.pool().dirty_count() * self.options.page_bytes()
+    }
+
+    /// Kicks a checkpoint once the dirty pages reach `checkpoint_due`, and slows the
+    /// writer down past twice that: a sleep that grows with how far past, at most
+    /// `MAX_DELAY`.
+    fn slow_down(&self) {
+        self.rebudget();
+        let due = self.checkpoint_due();
+        let dirty = self.dirty_bytes();
+        if dirty < due {
+            return;
+        }
+        self.kick();
+        if dirty < 2 * due {
+            return;
+        }
+        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+        // A tenth of a millisecond at twice, a millisecond more for each tenth past it.
+        let past = (dirty - 2 * due) as u128 * 10 / due.max(1) as u128;
+        let micros = u64::try_from(100 + past * 1000).unwrap_or(u64::MAX);
+        std::thread::sleep(Duration::from_micros(micros).min(MAX_DELAY));
+    }
+
+    /// Starts a new undo segment once the current one is full, and publishes a version whose
+    /// view leaves out the segments no new reader needs; then drops the oldest past the
+    /// limit. One thread at a time; another that finds it busy goes on.
+    pub(super) fn rotate_undo(&self) {
+        let Ok(_held) = self.publishing.try_lock() else { return };
+        if !self.undo.full() {
+            return;
+        }
+        let log = self.wal.as_ref().expect("invariant: a store that writes has a log");
+        let view = self.undo.rotate(|| log.next_lsn().0 - 1, self.visible.get());
+        let current = self.current.load_full();
+        self.current.store(Arc::new(Version {
+            tree: current.tree.clone(),
+            undo: view,
+            epoch: Arc::clone(&current.epoch),
+        }));
+        drop(current);
+        self.undo.trim();
+        drop(_held);
+        self.rebudget();
+    }
+
+    /// Gives the buffer pool what the before-images leave of `cache_size`
+    /// (`Options::undo_reserve`: they are set aside one step more than they hold).
     /// Called by each writer and after each checkpoint; it changes the pool's budget only
-    /// when the reserve moves by a step. One thread at a time sets it, from the memtables'
-    /// sizes read after its last change, again until they agree: a thread that read older
-    /// sizes (a checkpoint publishing while writers fill the new memtable) cannot leave its
-    /// stale figure behind, and a write after the last pass calls this itself. The reserve
-    /// is published after the budget is set, never before.
+    /// when the reserve moves by a step. One thread at a time sets it, again until the
+    /// figure it read agrees with the one it set. The reserve is published after the budget
+    /// is set, never before.
     pub(super) fn rebudget(&self) {
-        let reserve = || {
-            let version = self.current.load();
-            let frozen = version.frozen.as_ref().map_or(0, |frozen| frozen.bytes());
-            self.options.memtable_reserve(version.mutable.bytes() + frozen)
-        };
-        if self.memtable_reserve.load(Ordering::Acquire) == reserve() {
+        let reserve = || self.options.undo_reserve(self.undo.bytes());
+        if self.undo_reserve.load(Ordering::Acquire) == reserve() {
             return;
         }
         let _one = lock(&self.rebudgeting);
@@ -121,19 +265,17 @@ impl Inner {
         // it call this again themselves.
         for _ in 0..4 {
             let now = reserve();
-            if self.memtable_reserve.load(Ordering::Acquire) == now {
+            if self.undo_reserve.load(Ordering::Acquire) == now {
                 return;
             }
-            // A smaller budget evicts (and demotes) pages: not under `current`'s lock.
+            // A smaller budget evicts (and demotes) pages.
             self.pages.pool().set_budget(self.options.cache_size.saturating_sub(now));
-            // Published once the budget holds it: a writer that finds its reserve here and
-            // returns at once (above) may count on the budget being set for it.
-            self.memtable_reserve.store(now, Ordering::Release);
+            self.undo_reserve.store(now, Ordering::Release);
         }
     }
 
     /// Wakes the checkpoint thread.
-    fn kick(&self) {
+    pub(super) fn kick(&self) {
         let mut trigger = lock(&self.trigger);
         if !trigger.kicked {
             trigger.kicked = true;

@@ -144,6 +144,7 @@ fn descend<S: PageSource, T>(
     })
 }
 
+#[cfg(test)]
 /// Looks `key` up under `root`; an inline value is copied into `value` (cleared first).
 pub fn get<S: PageSource>(
     pool: &BufferPool<S>,
@@ -316,7 +317,6 @@ impl Chunk {
         self.entries.partition_point(|(at, _)| &self.bytes[at.clone()] < key)
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // Used once writes go in place (issue 26).
     /// Puts what a snapshot saw over the entries: each key of `before` (in the chunk's range,
     /// ascending) takes its value, or leaves the chunk when it had none (`None`); keys the
     /// chunk lacks come in. For a chunk of a tree changed in place read by a snapshot older

@@ -1,4 +1,4 @@
-//! Changes to the tree in place, in its frames (issue 26; the engine does not use it yet):
+//! Changes to the tree in place, in its frames (the engine's write path, `db/write.rs`):
 //! a batch latches its leaves, has the log number it, records each key's before-image,
 //! and changes the leaves where they lie; a leaf without room is split first, as a
 //! structure change of its own.
@@ -26,7 +26,7 @@
 //! the right one is a new page from `Space`), and adds the separator to the parent, which
 //! may split in turn, up to the root. The root keeps its id: a root that splits moves its
 //! two halves to new pages and becomes their parent. Every page changed is marked dirty;
-//! write-back writes a split's pages in one atomic group (not yet built).
+//! write-back writes a split's pages in one atomic group (`writeback`).
 //!
 //! **Readers** go down without any lock, validating each page after reading it, and start
 //! again when the pool's structure sequence moved during their descent (a split ran):
@@ -84,8 +84,8 @@ impl<E, N> From<BufferError<E>> for WriteError<E, N> {
     }
 }
 
-/// The most splits one batch makes before it gives up (each halves a leaf the batch needs
-/// room in, so a real batch needs a few).
+/// The most passes of splits one batch makes before it gives up (each pass halves every
+/// leaf the batch needs room in, so a real batch needs a few).
 const MAX_SPLITS: usize = 64;
 
 /// Changes a tree in place (see the module header).
@@ -240,15 +240,30 @@ impl Writer {
                     read_leaf[*read] = last;
                 }
             }
-            let full = held.iter().find_map(|h| {
+            let mut full: Vec<(u64, Option<Vec<u8>>)> = Vec::new();
+            for h in &held {
                 let page = &h.leaf.bytes()[..page_bytes];
-                (!h.ops.is_empty() && !fits(page, &ops[h.ops.clone()]))
-                    .then(|| (h.leaf.pid(), ops[h.ops.start].0))
-            });
-            if let Some((pid, key)) = full {
+                let mine = &ops[h.ops.clone()];
+                if mine.is_empty() || fits(page, mine) {
+                    continue;
+                }
+                let changes: Vec<(&[u8], usize)> =
+                    mine.iter().map(|(key, value)| (*key, entry_bytes(key, *value))).collect();
+                full.push((h.leaf.pid(), edit::split_point(page, &changes)));
+            }
+            if !full.is_empty() {
                 drop(held);
                 drop(shared);
-                self.split_for(pool, space, root, key, pid)?;
+                // Every leaf without room splits once in this pass, in the middle of its
+                // entries and its changes together: a batch of many keys in one place
+                // needs about as many passes as halvings, not splits.
+                for (pid, separator) in full {
+                    let Some(separator) = separator else {
+                        let no_room = NoRoom { needed: page_bytes + 1, page_bytes };
+                        return Err(WriteError::TooLarge { pid, no_room });
+                    };
+                    self.split_for(pool, space, root, pid, &separator)?;
+                }
                 continue;
             }
             let current: Vec<Option<ValueRef<'_>>> = reads
@@ -306,15 +321,17 @@ impl Writer {
         Err(WriteError::TooLarge { pid, no_room: NoRoom { needed: page_bytes + 1, page_bytes } })
     }
 
-    /// Splits the leaf that holds `key` (page `pid` when the batch looked), and up the
-    /// path as far as the separators need room, with the structure lock held alone.
+    /// Cuts leaf `pid` at `separator` (`edit::split_point`), and up the path as far as the
+    /// separators need room, with the structure lock held alone; does nothing when the
+    /// leaf whose range holds `separator` is no longer `pid` (another split ran since the
+    /// batch looked: it looks again).
     fn split_for<S: PageSource, N>(
         &self,
         pool: &BufferPool<S>,
         space: &dyn Space,
         root: u64,
-        key: &[u8],
         pid: u64,
+        separator: &[u8],
     ) -> Result<(), WriteError<S::Error, N>> {
         let _change = pool.change_structure();
         let page_bytes = pool_page_bytes(pool);
@@ -326,7 +343,9 @@ impl Writer {
             match page.kind().expect("invariant: a checked page") {
                 Kind::Leaf => break,
                 Kind::Internal => {
-                    let child = page.child(page.child_index(key).expect("routes")).expect("child");
+                    // By the separator: the leaf cut is the one whose range holds it.
+                    let index = page.child_index(separator).expect("routes");
+                    let child = page.child(index).expect("child");
                     if path.len() == MAX_DEPTH {
                         return Err(WriteError::Read(ReadError::TooDeep { root }));
                     }
@@ -335,13 +354,9 @@ impl Writer {
             }
         }
         let leaf = path.last().expect("a leaf");
-        let count = Slotted::new(&leaf.bytes()[..page_bytes]).count().expect("a count");
-        if count < 2 {
-            let needed = edit::live_bytes(&leaf.bytes()[..page_bytes]);
-            return Err(WriteError::TooLarge {
-                pid: leaf.pid().max(pid),
-                no_room: NoRoom { needed, page_bytes },
-            });
+        if leaf.pid() != pid {
+            // Split since the batch looked: the batch looks again.
+            return Ok(());
         }
         // Bottom up: split the page, hand its separator to the parent, until one takes it.
         let mut created: Vec<Exclusive<'_>> = Vec::new();
@@ -359,12 +374,16 @@ impl Writer {
                 }
             }
             if level == 0 {
-                split_root(pool, space, page, carry.take(), &mut created)?;
+                let leaf_at = (depth == 1).then_some(separator);
+                split_root(pool, space, page, carry.take(), leaf_at, &mut created)?;
                 break;
             }
             let right_id = space.allocate();
             // A full parent splits with the separator it had no room for.
             let split = match carry.take() {
+                None if level == depth - 1 => {
+                    edit::split_at(&page.bytes()[..page_bytes], right_id, separator)
+                }
                 None => edit::split(&page.bytes()[..page_bytes], right_id),
                 Some((separator, child)) => {
                     edit::split_adding(&page.bytes()[..page_bytes], right_id, &separator, child)
@@ -394,19 +413,24 @@ impl Writer {
 
 /// Splits the root in place: its two halves go to new pages, and the root becomes an
 /// internal page over them (so the root's id never changes). `carry`, a separator its
-/// child's split left that it had no room for, is split with it.
+/// child's split left that it had no room for, is split with it; a root leaf splits at
+/// `leaf_at`.
 fn split_root<'p, S: PageSource, N>(
     pool: &'p BufferPool<S>,
     space: &dyn Space,
     root: &mut Exclusive<'p>,
     carry: Option<(Vec<u8>, u64)>,
+    leaf_at: Option<&[u8]>,
     created: &mut Vec<Exclusive<'p>>,
 ) -> Result<(), WriteError<S::Error, N>> {
     let page_bytes = pool_page_bytes(pool);
     let lsn = Slotted::new(&root.bytes()[..page_bytes]).lsn().expect("an LSN");
     let (left_id, right_id) = (space.allocate(), space.allocate());
     let split = match carry {
-        None => edit::split(&root.bytes()[..page_bytes], right_id),
+        None => match leaf_at {
+            Some(separator) => edit::split_at(&root.bytes()[..page_bytes], right_id, separator),
+            None => edit::split(&root.bytes()[..page_bytes], right_id),
+        },
         Some((separator, child)) => {
             edit::split_adding(&root.bytes()[..page_bytes], right_id, &separator, child)
         }
@@ -468,6 +492,16 @@ fn fits(page: &[u8], ops: &[Op<'_>]) -> bool {
             true
         }
     })
+}
+
+/// About the bytes a change's entry takes in a leaf (0 for a removal), to choose where a
+/// leaf without room for its changes is cut.
+fn entry_bytes(key: &[u8], value: Option<ValueRef<'_>>) -> usize {
+    match value {
+        None => 0,
+        Some(ValueRef::Inline(bytes)) => slotted::SLOT_BYTES + key.len() + bytes.len() + 8,
+        Some(ValueRef::Overflow(_)) => slotted::SLOT_BYTES + key.len() + 24,
+    }
 }
 
 /// A leaf's value at slot `at`, borrowed from the page.

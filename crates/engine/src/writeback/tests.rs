@@ -147,7 +147,10 @@ fn every_crash_leaves_a_whole_tree_that_the_log_replays_onto() {
                     pages.blocks(),
                     4 * PAGE,
                     |_| Ok::<(), Infallible>(()),
-                    &[BlockWrite::Put(META_BLOCK, &encoded)],
+                    |_, last| match last {
+                        true => vec![(META_BLOCK, Some(std::sync::Arc::new(encoded.clone())))],
+                        false => Vec::new(),
+                    },
                 )
                 .expect("write back");
                 assert!(done.groups > 1, "{done:?}");

@@ -558,6 +558,63 @@ pub fn split_adding<P: PageBytes + ?Sized>(
     split_entries(page, all, right_id)
 }
 
+/// Where to cut a leaf that cannot take `changes` (each a key and the bytes its new entry
+/// takes, 0 for a removal): at the middle by bytes of its entries and the changes together,
+/// so that each half gets about half of both, however the changes fall among the entries.
+/// The separator is above every key left of the cut and at or below every key right of it;
+/// `None` when there is one key in all (which always fits a page).
+pub fn split_point<P: PageBytes + ?Sized>(page: &P, changes: &[(&[u8], usize)]) -> Option<Vec<u8>> {
+    assert!(Shape::of(page).kind == Kind::Leaf, "split_point of an internal page");
+    let mut all: std::collections::BTreeMap<Vec<u8>, usize> = entries(page)
+        .into_iter()
+        .map(|(key, tail)| {
+            let bytes = SLOT_BYTES + key.len() + tail.len();
+            (key, bytes)
+        })
+        .collect();
+    for (key, bytes) in changes {
+        all.insert(key.to_vec(), *bytes);
+    }
+    if all.len() < 2 {
+        return None;
+    }
+    let total: usize = all.values().sum();
+    let keys: Vec<(&Vec<u8>, &usize)> = all.iter().collect();
+    let mut so_far = 0;
+    let mut cut = 1;
+    for (index, (_, bytes)) in keys.iter().enumerate() {
+        so_far += **bytes;
+        if so_far * 2 >= total {
+            cut = index + 1;
+            break;
+        }
+    }
+    let cut = cut.clamp(1, keys.len() - 1);
+    let (last, first) = (keys[cut - 1].0, keys[cut].0);
+    let common = last.iter().zip(first.iter()).take_while(|(a, b)| a == b).count();
+    let separator = first[..common + 1].to_vec();
+    debug_assert!(separator.as_slice() > last.as_slice() && separator <= *first);
+    Some(separator)
+}
+
+/// Cuts a leaf in two at `separator`: its keys below it stay, those at or above it go to
+/// the new page `right_id` (either side may be left empty). The left half links to
+/// `right_id`, the right half to the page's old next leaf.
+pub fn split_at<P: PageBytes + ?Sized>(page: &P, right_id: u64, separator: &[u8]) -> Split {
+    let shape = Shape::of(page);
+    let (lsn, link) = header_words(page);
+    assert!(shape.kind == Kind::Leaf && right_id != 0, "split_at of an internal page");
+    let all = entries(page);
+    let cut = all.partition_point(|(key, _)| key.as_slice() < separator);
+    let split = Split {
+        left: image_of(Kind::Leaf, &all[..cut], lsn, right_id, shape.page_bytes),
+        right: image_of(Kind::Leaf, &all[cut..], lsn, link, shape.page_bytes),
+        separator: separator.to_vec(),
+    };
+    debug_assert!(split.left.len() == shape.page_bytes && split.right.len() == shape.page_bytes);
+    split
+}
+
 fn split_entries<P: PageBytes + ?Sized>(
     page: &P,
     all: Vec<(Vec<u8>, Vec<u8>)>,

@@ -205,9 +205,11 @@ impl Options {
         2 * self.write_buffer_bytes()
     }
 
-    /// Bytes of one segment of before-images (`undo`): a quarter of `write_buffer_size`.
+    /// Bytes of one segment of before-images (`undo`): a quarter of `write_buffer_size`, at
+    /// most 1 MiB, so that the segment writers insert into stays in the CPU's caches (a
+    /// 16 MiB one made its skip list's search the largest cost of a random insert).
     pub(crate) fn undo_segment_bytes(&self) -> usize {
-        (self.write_buffer_bytes() / 4).max(16 << 10)
+        (self.write_buffer_bytes() / 4).clamp(16 << 10, 1 << 20)
     }
 
     /// Bytes of the buffer pool at the least: `cache_size` less what the undo may take.

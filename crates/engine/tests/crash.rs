@@ -1,7 +1,8 @@
 //! End-to-end crash sweep of `Db` on the simulated file system: one writer makes `Sync`
 //! puts, deletes and batches (and a few `None` writes), with large values that go to
-//! overflow blocks and checkpoints on demand, whose dirty pages outgrow a small cache and
-//! are written early. Then, for a crash at every I/O point of that run and 16 images each
+//! overflow blocks, changing the tree in place, and checkpoints on demand and in the
+//! background that write the dirty pages back (splits, overflow blocks, retired values'
+//! deletions). Then, for a crash at every I/O point of that run and 16 images each
 //! (torn writes at 8 B, 512 B and 4 KiB, subsets, prefixes, nothing), `Db::open` must
 //! recover a state that:
 //!
@@ -38,7 +39,7 @@ fn contents(db: &Db, context: &str) -> State {
 #[test]
 fn every_crash_recovers_a_prefix_with_every_acknowledged_sync_write() {
     let full = std::env::var("TIERKV_ENGINE_SWEEP").as_deref() == Ok("full");
-    let (writes, images) = if full { (1_500, 32) } else { (260, 16) };
+    let (writes, images) = if full { (1_700, 32) } else { (260, 16) };
     let seed = seed_from_env(0xc0a5_7e57);
     let fs = SimFs::new();
     let storage = Storage::Sim(fs.clone());

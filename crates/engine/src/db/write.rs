@@ -8,8 +8,8 @@
 //! writes in log order and a batch all at once (a reader below a leaf's LSN reads the
 //! undo's before-image instead).
 //!
-//! Writers slow down as dirty pages pile up past twice what a checkpoint is due at
-//! (`write_buffer_size`, or a quarter of the buffer pool when less): each sleeps a little, more the further past, so the checkpoint
+//! Writers slow down as dirty pages pile up past twice what a checkpoint is due at (a
+//! quarter of the buffer pool): each sleeps a little, more the further past, so the checkpoint
 //! thread catches up; none is parked until a checkpoint ends.
 //!
 //! Must never: acknowledge a `Sync` write before the log made it durable; let a reader see
@@ -193,12 +193,12 @@ impl Inner {
         }
     }
 
-    /// Bytes of dirty pages at which a checkpoint is due: `write_buffer_size`, or a quarter
-    /// of the buffer pool's budget when that is less (dirty pages are never evicted, so
-    /// they must leave room for the clean ones).
+    /// Bytes of dirty pages at which a checkpoint is due: a quarter of the buffer pool's
+    /// budget (dirty pages are never evicted, so they must leave room for the clean ones;
+    /// below that, checkpoints come by log size or time, and a page changed many times is
+    /// written once).
     pub(super) fn checkpoint_due(&self) -> usize {
-        let budget = self.pages.pool().budget();
-        self.options.write_buffer_bytes().min(budget / 4).max(self.options.page_bytes())
+        (self.pages.pool().budget() / 4).max(self.options.page_bytes())
     }
 
     /// Bytes of dirty pages now.

@@ -26,11 +26,11 @@ pub struct Options {
     /// glibc limited to one (`MALLOC_ARENA_MAX=1`), kept resident memory within
     /// `cache_size` + 64 MiB in `results/engine/`.
     pub cache_size: usize,
-    /// A checkpoint starts once this many bytes of pages are dirty (or a quarter of the
-    /// buffer pool, when less), and writers slow down past twice that. The undo keeps up to
-    /// twice this many bytes of before-images for snapshots, out of `cache_size`: a
-    /// snapshot that needs older ones gets `Error::SnapshotTooOld`. Default (`None`): an
-    /// eighth of `cache_size`, from 64 KiB to 64 MiB.
+    /// The undo keeps up to twice this many bytes of before-images for snapshots, out of
+    /// `cache_size`: a snapshot that needs older ones gets `Error::SnapshotTooOld`. (A
+    /// checkpoint starts once a quarter of the buffer pool is dirty, or by
+    /// `checkpoint_log_bytes` or `checkpoint_interval`; writers slow down past half.)
+    /// Default (`None`): an eighth of `cache_size`, from 64 KiB to 64 MiB.
     pub write_buffer_size: Option<usize>,
     /// The page size: a power of two from 1 KiB to 64 KiB. Values over a quarter of it are
     /// kept in overflow blocks, and keys may be up to half of it less 32 bytes (4,064 bytes
@@ -192,8 +192,7 @@ impl Options {
         self.log_backend.unwrap_or(Backend::File)
     }
 
-    /// Bytes of dirty pages at which a checkpoint starts (`write_buffer_size`, or its
-    /// default).
+    /// `write_buffer_size`, or its default.
     pub fn write_buffer_bytes(&self) -> usize {
         self.write_buffer_size
             .unwrap_or((self.cache_size / 8).clamp(MIN_WRITE_BUFFER, MAX_DEFAULT_WRITE_BUFFER))

@@ -213,6 +213,12 @@ struct Checkpointer {
 }
 
 impl Checkpointer {
+    /// Every block retired and not yet deleted, with `now` (retired by the checkpoint being
+    /// written): the meta record lists them, for a restart (which has no readers) to delete.
+    fn still_retired(&self, now: &[u64]) -> Vec<u64> {
+        self.retired.iter().flat_map(|(_, ids)| ids.iter()).chain(now).copied().collect()
+    }
+
     fn summary(&self) -> CheckpointSummary {
         CheckpointSummary {
             sequence: self.meta.sequence,

@@ -222,14 +222,7 @@ impl Inner {
             log.sync_to(Lsn(sequence))?;
         }
         let (reclaim, unwritten) = self.reclaimable(cp);
-        // Retired but not deleted: listed in the meta record, for a restart to delete.
-        let listed: Vec<u64> = cp
-            .retired
-            .iter()
-            .flat_map(|(_, ids)| ids.iter())
-            .chain(&retired_now)
-            .copied()
-            .collect();
+        let listed = cp.still_retired(&retired_now);
         let root = self.current.load().tree.root;
         let max_page_bytes = cp.meta.max_page_bytes;
         let mut meta: Option<Meta> = None;
@@ -364,14 +357,7 @@ impl Inner {
         self.pages.drop_pending(unwritten.iter().copied());
         self.pages.give_back(unwritten);
         let retired_now = session.take_retired();
-        // What is retired but not deleted, for a restart to delete.
-        let pending: Vec<u64> = cp
-            .retired
-            .iter()
-            .flat_map(|(_, ids)| ids.iter())
-            .chain(&retired_now)
-            .copied()
-            .collect();
+        let pending = cp.still_retired(&retired_now);
         let free_list: Option<OverflowRef> =
             (!pending.is_empty()).then(|| session.write_overflow(&encode_ids(&pending)));
         let meta = Meta {

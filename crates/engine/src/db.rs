@@ -85,11 +85,13 @@ mod snapshot;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod transaction;
 mod verify;
 mod write;
 
 pub use snapshot::{Iter, Snapshot};
 pub use stats::{CacheStats, Stats};
+pub use transaction::{CompareAndSwapError, Transaction};
 pub use verify::VerifyReport;
 
 /// The store (see the module header). `Send + Sync`: share it with an `Arc`, or by

@@ -198,6 +198,14 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A transaction's commit found a key it read or writes changed since it saw it;
+    /// nothing was written. Run the transaction again.
+    #[error("transaction conflict: key {} changed since the transaction saw it; nothing was written, retry", key.escape_ascii())]
+    Conflict {
+        /// The first key found changed.
+        key: Vec<u8>,
+    },
+
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
@@ -224,11 +232,13 @@ pub enum ErrorKind {
     ReadOnly,
     /// The store was closed.
     Closed,
+    /// A transaction lost to another that changed what it read; retry it.
+    Conflict,
 }
 
 impl ErrorKind {
     /// A short name: `invalid-input`, `no-store`, `busy`, `corruption`, `io`, `read-only`,
-    /// `closed`.
+    /// `closed`, `conflict`.
     pub fn name(self) -> &'static str {
         match self {
             ErrorKind::InvalidInput => "invalid-input",
@@ -238,6 +248,7 @@ impl ErrorKind {
             ErrorKind::Io => "io",
             ErrorKind::ReadOnly => "read-only",
             ErrorKind::Closed => "closed",
+            ErrorKind::Conflict => "conflict",
         }
     }
 }
@@ -272,6 +283,7 @@ impl Error {
             Error::AlreadyOpen { .. } => ErrorKind::Busy,
             Error::ReadOnly { .. } => ErrorKind::ReadOnly,
             Error::Closed => ErrorKind::Closed,
+            Error::Conflict { .. } => ErrorKind::Conflict,
         }
     }
 }

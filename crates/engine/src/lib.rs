@@ -92,7 +92,9 @@ mod writeback;
 
 pub use batch::{WriteBatch, MAX_BATCH_BYTES, MAX_KEY_BYTES, MAX_VALUE_BYTES};
 pub use block_pages::PagesError;
-pub use db::{CacheStats, Db, Iter, Snapshot, Stats, VerifyReport};
+pub use db::{
+    CacheStats, CompareAndSwapError, Db, Iter, Snapshot, Stats, Transaction, VerifyReport,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use identity::{FORMAT_VERSION, IDENTITY_FILE};
 pub use meta::MetaError;

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tierkv_wal::{Durability, Lsn};
 
 use super::{batch_record, lock, read, Inner, Version};
-use crate::batch::WriteBatch;
+use crate::batch::{check_key, WriteBatch};
 use crate::block_pages::{Pages, PagesError};
 use crate::page::slotted::edit::ValueRef;
 use crate::page::OverflowRef;
@@ -73,6 +73,19 @@ impl Apply<'_> {
         batch: &WriteBatch,
         number: impl FnOnce() -> std::result::Result<u64, N>,
     ) -> std::result::Result<u64, ApplyError<N>> {
+        self.checked(root, batch, &[], |_| Ok(()), number)
+    }
+
+    /// `batch`, made only if `check` accepts the current values of `reads` (sorted, each
+    /// key once), read with their leaves and the batch's latched (`Writer::apply_checked`).
+    pub fn checked<N>(
+        &self,
+        root: u64,
+        batch: &WriteBatch,
+        reads: &[&[u8]],
+        check: impl FnOnce(&[Option<ValueRef<'_>>]) -> std::result::Result<(), N>,
+        number: impl FnOnce() -> std::result::Result<u64, N>,
+    ) -> std::result::Result<u64, ApplyError<N>> {
         assert!(!batch.is_empty(), "an empty batch");
         // In key order, the last change of a key winning (a stable sort keeps a key's
         // changes in batch order).
@@ -101,15 +114,17 @@ impl Apply<'_> {
             })
             .collect();
         let space = Ids { pages: self.pages, next_page: self.next_page };
+        let record = |key: &[u8], lsn, before: Option<ValueRef<'_>>| {
+            if let Some(ValueRef::Overflow(overflow)) = before {
+                lock(self.freed).push((lsn, overflow));
+            }
+            if let Some(undo) = self.undo {
+                undo.record(key, lsn, before);
+            }
+        };
+        let pool = self.pages.pool();
         let applied =
-            self.writer.apply(self.pages.pool(), &space, root, &ops, number, |key, lsn, before| {
-                if let Some(ValueRef::Overflow(overflow)) = before {
-                    lock(self.freed).push((lsn, overflow));
-                }
-                if let Some(undo) = self.undo {
-                    undo.record(key, lsn, before);
-                }
-            });
+            self.writer.apply_checked(pool, &space, root, &ops, reads, check, number, record);
         match applied {
             Ok(lsn) => {
                 debug_assert!(lsn > 0);
@@ -131,14 +146,51 @@ impl Apply<'_> {
     }
 }
 
+/// A check of a batch that refused it: the key at `index` of the expectations held
+/// `current`.
+#[derive(Debug)]
+pub(super) struct Mismatch {
+    pub index: usize,
+    pub current: Option<Vec<u8>>,
+}
+
+/// Why a checked batch was not numbered.
+enum Refusal {
+    Log(tierkv_wal::WalError),
+    Mismatch(Mismatch),
+    Read(PagesError),
+}
+
 impl Inner {
     pub(super) fn write(&self, batch: &WriteBatch, durability: Durability) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
+        let written = self.write_checked(batch, durability, &[])?;
+        assert!(written.is_ok(), "a batch with nothing to check was refused");
+        Ok(())
+    }
+
+    /// Applies `batch` only if each key of `expect` (sorted, each once) holds the value
+    /// given (`None`: no value), checked with the leaves latched, so that nothing changes
+    /// between the check and the batch; returns the batch's sequence number, or the first
+    /// key that did not match and its value then. A refused batch changes nothing and
+    /// writes nothing to the log.
+    pub(super) fn write_checked(
+        &self,
+        batch: &WriteBatch,
+        durability: Durability,
+        expect: &[(&[u8], Option<&[u8]>)],
+    ) -> Result<std::result::Result<u64, Mismatch>> {
+        assert!(!batch.is_empty(), "an empty batch");
+        assert!(expect.windows(2).all(|w| w[0].0 < w[1].0), "expectations sorted, each once");
         batch.validate()?;
         let max = self.options.max_key_bytes();
-        if let Some(key) = batch.ops().map(|(key, _)| key).find(|key| key.len() > max) {
+        for (key, _) in expect {
+            check_key(key)?;
+        }
+        let mut keys = batch.ops().map(|(key, _)| key).chain(expect.iter().map(|(key, _)| *key));
+        if let Some(key) = keys.find(|key| key.len() > max) {
             return Err(Error::KeyTooLarge { len: key.len(), max });
         }
         self.check_writable()?;
@@ -152,14 +204,36 @@ impl Inner {
         };
         let log = self.log()?;
         let apply = self.apply();
+        let reads: Vec<&[u8]> = expect.iter().map(|(key, _)| *key).collect();
+        let check = |current: &[Option<ValueRef<'_>>]| -> std::result::Result<(), Refusal> {
+            for (index, (now, (_, wanted))) in current.iter().zip(expect).enumerate() {
+                if !self.same(*now, *wanted).map_err(Refusal::Read)? {
+                    let current = match now {
+                        None => None,
+                        Some(ValueRef::Inline(value)) => Some(value.to_vec()),
+                        Some(ValueRef::Overflow(overflow)) => {
+                            Some(self.pages.read_overflow(overflow).map_err(Refusal::Read)?)
+                        }
+                    };
+                    return Err(Refusal::Mismatch(Mismatch { index, current }));
+                }
+            }
+            Ok(())
+        };
         let lsn = {
             let _switch = read(&self.switch);
             let root = self.current.load().tree.root;
-            let number = || log.append(batch_record(), &payload, logged).map(|lsn| lsn.0);
-            match apply.batch(root, batch, number) {
+            let number = || {
+                log.append(batch_record(), &payload, logged).map(|lsn| lsn.0).map_err(Refusal::Log)
+            };
+            match apply.checked(root, batch, &reads, check, number) {
                 Ok(lsn) => lsn,
                 Err(ApplyError::Tree(error)) => return Err(error),
-                Err(ApplyError::Refused(error)) => return Err(self.fail(error.into())),
+                Err(ApplyError::Refused(Refusal::Log(error))) => {
+                    return Err(self.fail(error.into()))
+                }
+                Err(ApplyError::Refused(Refusal::Read(error))) => return Err(error.into()),
+                Err(ApplyError::Refused(Refusal::Mismatch(mismatch))) => return Ok(Err(mismatch)),
             }
         };
         if durability == Durability::Sync {
@@ -178,7 +252,25 @@ impl Inner {
         if !self.visible.wait(lsn, &self.failed) {
             return Err(self.check_writable().err().unwrap_or(Error::Closed));
         }
-        Ok(())
+        Ok(Ok(lsn))
+    }
+
+    /// Whether a leaf's value `now` is `wanted` (an overflow value is read to compare it,
+    /// unless its length differs).
+    fn same(
+        &self,
+        now: Option<ValueRef<'_>>,
+        wanted: Option<&[u8]>,
+    ) -> std::result::Result<bool, PagesError> {
+        Ok(match (now, wanted) {
+            (None, None) => true,
+            (Some(ValueRef::Inline(value)), Some(wanted)) => value == wanted,
+            (Some(ValueRef::Overflow(overflow)), Some(wanted)) => {
+                overflow.len == wanted.len() as u64
+                    && self.pages.read_overflow(&overflow)? == wanted
+            }
+            _ => false,
+        })
     }
 
     /// What applying a batch needs, for this store.

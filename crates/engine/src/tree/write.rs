@@ -16,7 +16,7 @@
 //! **Checked batches.** [`Writer::apply_checked`] also latches the leaves of keys it only
 //! reads, and shows their current values to a check before the batch is numbered: a
 //! compare-and-swap, or an optimistic transaction's commit that validates what it read
-//! (issue 26's item 5 builds on it). A refused check changes and numbers nothing.
+//! (`Db::compare_and_swap`, `Transaction::commit`). A refused check changes and numbers nothing.
 //!
 //! **Structure changes.** Batches share the pool's structure lock
 //! (`BufferPool::hold_structure`); a split takes it alone (`change_structure`), so

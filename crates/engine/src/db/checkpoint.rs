@@ -227,6 +227,9 @@ impl Inner {
         let max_page_bytes = cp.meta.max_page_bytes;
         let mut meta: Option<Meta> = None;
         let mut overflow_written: Vec<u64> = Vec::new();
+        // The log is durable up to here before the meta record is written (`sequence`,
+        // then each group's pages' highest LSN).
+        let mut durable_to = sequence;
         let written = write_back(
             pool,
             &self.writer,
@@ -234,6 +237,10 @@ impl Inner {
             usize::MAX,
             |highest| log.sync_to(Lsn(highest)),
             |images, last| {
+                durable_to = images
+                    .iter()
+                    .map(|image| Slotted::new(*image).lsn().expect("invariant: a checked page"))
+                    .fold(durable_to, u64::max);
                 // The overflow blocks not yet written that the pages name go with them.
                 let mut extra: Vec<Extra> = Vec::new();
                 for id in overflow_ids(images) {
@@ -246,6 +253,16 @@ impl Inner {
                     return extra;
                 }
                 extra.extend(reclaim.iter().map(|id| (BlockId(*id), None)));
+                // Values replaced after `sequence` by changes the log holds durably: a page
+                // written here may already name the new value, and then only this list names
+                // the old one's blocks after a crash (replay replaces the new value again).
+                // A restart deletes them; replay drops them from its own list.
+                let mut listed = listed.clone();
+                listed.extend(lock(&self.freed).iter().flat_map(|(lsn, overflow)| {
+                    let replaced = *lsn > sequence && *lsn <= durable_to;
+                    let ids = overflow.first..overflow.first + u64::from(overflow.blocks);
+                    ids.filter(move |_| replaced)
+                }));
                 let free_list = (!listed.is_empty()).then(|| {
                     let bytes = encode_ids(&listed);
                     let blocks = bytes.len().div_ceil(OVERFLOW_BLOCK_BYTES).max(1);

@@ -517,6 +517,17 @@ fn start(
     if let Some(error) = replay_error {
         return Err(error);
     }
+    // A value replaced after the checkpoint may be listed for deletion already (the
+    // checkpoint's page held the new one): the first checkpoint deletes it, not a retire.
+    let listed: std::collections::HashSet<u64> = reclaim_now.iter().copied().collect();
+    let mut freed = freed.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    freed.retain(|(_, overflow)| {
+        let ids = overflow.first..overflow.first + u64::from(overflow.blocks);
+        let gone = listed.contains(&overflow.first);
+        assert!(ids.clone().all(|id| listed.contains(&id) == gone), "a value listed in part");
+        !gone
+    });
+    let freed = Mutex::new(freed);
     let last = report.lsn_range.map_or(0, |(_, last)| last.0);
     check_log_covers(&report, last, meta.sequence, &log_dir)?;
     let wal = match read_only {

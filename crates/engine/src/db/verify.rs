@@ -25,6 +25,8 @@ pub struct VerifyReport {
     pub tree_entries: u64,
     /// Values kept in overflow blocks.
     pub overflow_values: u64,
+    /// The blocks holding them.
+    pub overflow_blocks: u64,
     /// Live blocks of the block store read and checked.
     pub blocks: u64,
     /// Their bytes on disk.
@@ -104,6 +106,7 @@ impl Walk<'_> {
                     self.report.tree_entries += 1;
                     if let Value::Overflow(overflow) = value {
                         self.report.overflow_values += 1;
+                        self.report.overflow_blocks += u64::from(overflow.blocks);
                         if let Err(error) = self.pages.read_overflow(overflow) {
                             self.report
                                 .problems

@@ -211,6 +211,9 @@ struct Checkpointer {
     /// Blocks the next checkpoint deletes whatever the readers: those a restart found
     /// retired or orphaned.
     reclaim_now: Vec<u64>,
+    /// The highest LSN a checkpoint's pages held, all durable in the log: the values
+    /// replaced up to it may be named by no page on disk any more (see `checkpoint_locked`).
+    durable_to: u64,
     last: Instant,
 }
 
@@ -245,6 +248,7 @@ struct Counters {
     write_ops: AtomicU64,
     stalls: AtomicU64,
     checkpoints: AtomicU64,
+    checkpoint_groups: AtomicU64,
     early_flushes: AtomicU64,
     pages_written: AtomicU64,
     blocks_reclaimed: AtomicU64,

@@ -63,6 +63,10 @@ pub struct Options {
     pub checkpoint_log_bytes: u64,
     /// A checkpoint starts at least this often while there are writes. Default 60 s.
     pub checkpoint_interval: Duration,
+    /// Bytes of pages a checkpoint copies and writes at a time, as one atomic group with a
+    /// meta block. Default `None`: half the dirty bytes a checkpoint is due at (a quarter
+    /// of the buffer pool), at most 8 MiB. At least four pages are taken.
+    pub checkpoint_group_bytes: Option<usize>,
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,
     /// A secondary block cache on a memory tier (seed 002's NVCache): pages that miss the
@@ -97,6 +101,7 @@ impl Default for Options {
             block_segment_bytes: 16 << 20,
             checkpoint_log_bytes: 64 << 20,
             checkpoint_interval: Duration::from_secs(60),
+            checkpoint_group_bytes: None,
             file_mode: tierkv_io::DEFAULT_FILE_MODE,
             tier: None,
             read_only: false,

@@ -1,6 +1,6 @@
 //! Write-back: the pages changed in place (`tree::write`) go to the block store in atomic
 //! groups, each of which leaves the tree on disk whole. The engine's checkpoints use it
-//! with one group (`db/checkpoint.rs`).
+//! with groups of at most `Inner::group_bytes` (`db/checkpoint.rs`), each with a meta block.
 //!
 //! [`write_back`] takes the pages dirty when it starts, in id order, a group's worth at a
 //! time (`group_bytes`). For each group it holds off splits (`BufferPool::hold_structure`),
@@ -10,8 +10,8 @@
 //! while the group is written. Before it is written, `before_group` hears the highest LSN
 //! of its pages: the log must be durable up to it first (the write-ahead rule). Once the
 //! group is durable, each page no writer changed since its copy turns clean, and the splits
-//! it held are forgotten. The last group carries the caller's `last` blocks (the meta block
-//! that says where recovery replays the log from).
+//! it held are forgotten. Every group carries the blocks `extra` gives it; the caller's
+//! meta block in each says where recovery replays the log from.
 //!
 //! Why the tree on disk is whole after every group: a page's structure (its key range, a
 //! leaf's next link, an internal page's separators) changes only in a split, and a group

@@ -7,7 +7,9 @@
 //! recover a state that:
 //!
 //! - equals the history up to some write (so every batch is there whole or not at all);
-//! - contains every write acknowledged as `Sync` before the crash.
+//! - contains every write acknowledged as `Sync` before the crash;
+//! - at every crash point (its first image), once checkpointed to rest, holds no block
+//!   that no page, overflow value or meta block names (nothing leaked).
 //!
 //! `TIERKV_ENGINE_SWEEP=full` runs a larger workload (a documented command, see README).
 
@@ -26,6 +28,8 @@ fn options() -> Options {
         cache_size: (32 + 128) << 10,
         write_buffer_size: Some(64 << 10),
         max_page_bytes: Some(1024),
+        // Four pages a group: checkpoints write several groups, each with a meta block.
+        checkpoint_group_bytes: Some(4 << 10),
         log_segment_bytes: 64 << 10,
         block_segment_bytes: 64 << 10,
         ..Options::default()
@@ -49,6 +53,7 @@ fn every_crash_recovers_a_prefix_with_every_acknowledged_sync_write() {
     let mut history: Vec<State> = vec![State::new()];
     let mut acked: Vec<(u64, usize)> = Vec::new();
     let mut checkpoints = 0;
+    let groups;
     {
         let db = Db::open_on(&storage, dir, options()).expect("open");
         let mut model = State::new();
@@ -97,11 +102,15 @@ fn every_crash_recovers_a_prefix_with_every_acknowledged_sync_write() {
         }
         let stats = db.stats().expect("stats");
         assert!(stats.pages_written > 0, "no checkpoint wrote a page: {stats:?}");
+        // Some checkpoints wrote their pages in several groups, each with a meta block.
+        assert!(stats.checkpoint_groups > stats.checkpoints, "{stats:?}");
+        groups = stats.checkpoint_groups;
         drop(db);
     }
     let ops_total = fs.op_count();
     let mut replay = fs.crash_replay();
     let mut images_checked = 0u64;
+    let mut leak_checks = 0u64;
     for point in 0..=ops_total {
         // Every write acknowledged as Sync before this point must be there.
         let floor = acked.iter().take_while(|(at, _)| *at <= point).last().map_or(0, |a| a.1);
@@ -131,6 +140,17 @@ fn every_crash_recovers_a_prefix_with_every_acknowledged_sync_write() {
                 panic!("the recovered state is no prefix of the history at or after write {floor}: {context}\nfound {:?}\nnear {near:?}", found.keys().map(|k| String::from_utf8_lossy(k).into_owned()).collect::<Vec<_>>());
             };
             assert!(k >= floor);
+            if image == 0 {
+                // At rest (no reader holds a retired block), the blocks are the tree's.
+                for _ in 0..3 {
+                    db.checkpoint().unwrap_or_else(|e| panic!("checkpoint: {e}: {context}"));
+                }
+                let report = db.verify().unwrap_or_else(|e| panic!("verify: {e}: {context}"));
+                assert!(report.is_clean(), "{:?}: {context}", report.problems);
+                let named = report.pages + report.overflow_blocks + 1;
+                assert_eq!(report.blocks, named, "blocks named by nothing: {context}");
+                leak_checks += 1;
+            }
             drop(db);
             images_checked += 1;
         }
@@ -139,6 +159,6 @@ fn every_crash_recovers_a_prefix_with_every_acknowledged_sync_write() {
         }
     }
     eprintln!(
-        "engine crash sweep: {writes} writes, {checkpoints} checkpoints, {ops_total} crash points, {images_checked} images"
+        "engine crash sweep: {writes} writes, {checkpoints} checkpoints ({groups} groups, with the background ones), {ops_total} crash points, {images_checked} images, {leak_checks} checked for leaks"
     );
 }

@@ -1,9 +1,14 @@
 //! Checkpoints (see `db.rs`'s header): the checkpoint thread and its triggers, callers'
 //! checkpoints run on that thread, and one checkpoint: take the visible sequence number
-//! `S`, sync the log to it, and write back every dirty page (`writeback`, one group for
-//! now: the pages, the overflow blocks they name that are not yet written, the deletions no
-//! reader needs any more and the meta block covering `S`), the log made durable up to the
-//! pages' highest LSN first; then the log truncated below `S`. Writers go on meanwhile.
+//! `S`, sync the log to it, and write back every dirty page (`writeback`) in atomic groups
+//! of at most `group_bytes`, each with the overflow blocks its pages name that are not yet
+//! written and a meta block, the log made durable up to the group's highest LSN first. A
+//! group before the last keeps the last checkpoint's sequence number (replay from there is
+//! idempotent on the pages written since) and lists for deletion at a restart everything
+//! the last checkpoint listed, what this one will delete, and the values replaced by
+//! changes the log holds durably. The last group also holds the deletions no reader needs
+//! any more, and its meta block covers `S`; then the log is truncated below `S`. Writers go
+//! on meanwhile, and wait for one group's copy at most when they split.
 //! Also the end of a copy-on-write session (`finish`: a compaction, a backup's load), the
 //! empty tree a new store starts with, and the free list's encoding.
 //!
@@ -225,16 +230,19 @@ impl Inner {
         let listed = cp.still_retired(&retired_now);
         let root = self.current.load().tree.root;
         let max_page_bytes = cp.meta.max_page_bytes;
+        let last_sequence = cp.meta.sequence;
         let mut meta: Option<Meta> = None;
         let mut overflow_written: Vec<u64> = Vec::new();
-        // The log is durable up to here before the meta record is written (`sequence`,
+        // The log is durable up to here before each meta record is written (`sequence`,
         // then each group's pages' highest LSN).
-        let mut durable_to = sequence;
+        let mut durable_to = sequence.max(cp.durable_to);
+        // The free lists of the groups before the last, each superseded by the next.
+        let mut group_lists: Vec<u64> = Vec::new();
         let written = write_back(
             pool,
             &self.writer,
             self.pages.blocks(),
-            usize::MAX,
+            self.group_bytes(),
             |highest| log.sync_to(Lsn(highest)),
             |images, last| {
                 durable_to = images
@@ -249,22 +257,35 @@ impl Inner {
                         overflow_written.push(id);
                     }
                 }
-                if !last {
-                    return extra;
-                }
-                extra.extend(reclaim.iter().map(|id| (BlockId(*id), None)));
-                // Values replaced after `sequence` by changes the log holds durably: a page
-                // written here may already name the new value, and then only this list names
-                // the old one's blocks after a crash (replay replaces the new value again).
-                // A restart deletes them; replay drops them from its own list.
-                let mut listed = listed.clone();
-                listed.extend(lock(&self.freed).iter().flat_map(|(lsn, overflow)| {
-                    let replaced = *lsn > sequence && *lsn <= durable_to;
+                // Values replaced by changes the log holds durably: a page written by now may
+                // name the new value, and then only a free list names the old one's blocks
+                // after a crash (replay replaces the new value again). A restart deletes
+                // them; replay drops them from its own list. (Those replaced at or below
+                // `sequence` are in `listed`.)
+                let mut ids = listed.clone();
+                ids.extend(lock(&self.freed).iter().flat_map(|(lsn, overflow)| {
+                    let replaced = *lsn <= durable_to;
                     let ids = overflow.first..overflow.first + u64::from(overflow.blocks);
                     ids.filter(move |_| replaced)
                 }));
-                let free_list = (!listed.is_empty()).then(|| {
-                    let bytes = encode_ids(&listed);
+                let sequence = match last {
+                    // CRASH: a group before the last leaves the last checkpoint's sequence
+                    // number in force (replay from there is idempotent on pages written
+                    // since), with what it would have deleted still listed, and the ids its
+                    // pages took out of the orphans.
+                    false => {
+                        ids.extend(&reclaim);
+                        ids.extend(&group_lists);
+                        last_sequence
+                    }
+                    true => {
+                        extra.extend(reclaim.iter().map(|id| (BlockId(*id), None)));
+                        extra.extend(group_lists.iter().map(|id| (BlockId(*id), None)));
+                        sequence
+                    }
+                };
+                let free_list = (!ids.is_empty()).then(|| {
+                    let bytes = encode_ids(&ids);
                     let blocks = bytes.len().div_ceil(OVERFLOW_BLOCK_BYTES).max(1);
                     let first = self.next_page.fetch_add(blocks as u64, Ordering::Relaxed);
                     for (id, chunk) in (first..).zip(bytes.chunks(OVERFLOW_BLOCK_BYTES)) {
@@ -272,6 +293,9 @@ impl Inner {
                     }
                     OverflowRef { len: bytes.len() as u64, first, blocks: blocks as u32 }
                 });
+                if let (false, Some(list)) = (last, free_list) {
+                    group_lists.extend(list.first..list.first + u64::from(list.blocks));
+                }
                 // Every page id the group's pages name was given out before this load.
                 let next_page = self.next_page.load(Ordering::Relaxed);
                 let made = Meta {
@@ -283,7 +307,9 @@ impl Inner {
                     free_list,
                 };
                 extra.push((META_BLOCK, Some(Arc::new(made.encode()))));
-                meta = Some(made);
+                if last {
+                    meta = Some(made);
+                }
                 extra
             },
         )
@@ -293,6 +319,7 @@ impl Inner {
             WriteBackError::Blocks(error) => Error::Blocks(error),
         })?;
         let meta = meta.expect("invariant: the last group carries the meta record");
+        cp.durable_to = durable_to;
         // Durable: readers find these blocks in the block store from now on.
         self.pages.drop_pending(overflow_written);
         self.pages.drop_pending(unwritten.iter().copied());
@@ -306,6 +333,7 @@ impl Inner {
         }
         cp.meta = meta;
         self.counters.pages_written.fetch_add(written.pages, Ordering::Relaxed);
+        self.counters.checkpoint_groups.fetch_add(written.groups, Ordering::Relaxed);
         self.counters.blocks_reclaimed.fetch_add(reclaim.len() as u64, Ordering::Relaxed);
         if !retired_now.is_empty() {
             // Readers from now on see no value these blocks held (their sequence is at or

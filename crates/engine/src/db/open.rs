@@ -555,6 +555,7 @@ fn start(
         early_list: None,
         retired: VecDeque::new(),
         reclaim_now,
+        durable_to: 0,
         last: Instant::now(),
     };
     let summary = state.summary();

@@ -71,6 +71,8 @@ pub struct Stats {
     pub stalls: u64,
     /// Checkpoints completed.
     pub checkpoints: u64,
+    /// Atomic groups of pages the checkpoints wrote (a checkpoint writes at least one).
+    pub checkpoint_groups: u64,
     /// Groups of pages a checkpoint wrote early to bound its dirty pages.
     pub early_flushes: u64,
     /// Pages and overflow blocks written by checkpoints.
@@ -129,6 +131,7 @@ impl Inner {
             write_ops: count(&counters.write_ops),
             stalls: count(&counters.stalls),
             checkpoints: count(&counters.checkpoints),
+            checkpoint_groups: count(&counters.checkpoint_groups),
             early_flushes: count(&counters.early_flushes),
             pages_written: count(&counters.pages_written),
             blocks_reclaimed: count(&counters.blocks_reclaimed),

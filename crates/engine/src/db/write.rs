@@ -293,6 +293,16 @@ impl Inner {
         (self.pages.pool().budget() / 4).max(self.options.page_bytes())
     }
 
+    /// Bytes of the pages a checkpoint copies and writes at a time, as one atomic group
+    /// (`Options::checkpoint_group_bytes`): by default half of what it is due at, at most
+    /// 8 MiB, so that the copies stay small beside the pool and writers that split wait for
+    /// one group's copy at most.
+    pub(super) fn group_bytes(&self) -> usize {
+        let page_bytes = self.options.page_bytes();
+        let default = || (self.checkpoint_due() / 2).min(8 << 20);
+        self.options.checkpoint_group_bytes.unwrap_or_else(default).max(4 * page_bytes)
+    }
+
     /// Bytes of dirty pages now.
     pub(super) fn dirty_bytes(&self) -> usize {
         self.pages.pool().dirty_count() * self.options.page_bytes()

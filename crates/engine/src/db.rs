@@ -260,6 +260,9 @@ struct Visibility {
     /// Published numbers above `visible`, waiting for the ones below them.
     ahead: Mutex<std::collections::BTreeSet<u64>>,
     advanced: Condvar,
+    /// Threads in `wait`, changed with `ahead` held: a publish wakes them only when there
+    /// are some (a `notify_all` is a system call even with no one waiting).
+    waiting: AtomicUsize,
 }
 
 impl Visibility {
@@ -268,6 +271,7 @@ impl Visibility {
             visible: AtomicU64::new(visible),
             ahead: Mutex::new(Default::default()),
             advanced: Condvar::new(),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -297,7 +301,12 @@ impl Visibility {
             visible += 1;
         }
         self.visible.store(visible, Ordering::Release);
-        self.advanced.notify_all();
+        // A waiter counts itself with `ahead` held, before it checks the number: held here
+        // too, so one that has not counted itself yet will see the new number.
+        if self.waiting.load(Ordering::Relaxed) > 0 {
+            self.advanced.notify_all();
+        }
+        drop(ahead);
     }
 
     /// Waits until `sequence` is visible; gives up when `failed` is set (a write below it
@@ -307,13 +316,18 @@ impl Visibility {
             return true;
         }
         let mut ahead = lock(&self.ahead);
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let mut published = true;
         while self.get() < sequence {
             if failed.load(Ordering::Acquire) {
-                return false;
+                published = false;
+                break;
             }
             ahead = self.advanced.wait(ahead).unwrap_or_else(PoisonError::into_inner);
         }
-        true
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        drop(ahead);
+        published
     }
 
     /// Wakes every waiter to look again (after a failure was recorded).

@@ -31,11 +31,12 @@ import time
 FUZZ = os.path.dirname(os.path.abspath(__file__))
 TARGETS = ["log_record", "log_segment", "write_batch", "block_header", "segment_header",
            "map_checkpoint", "btree_page", "slotted_page", "slotted_edits", "meta_block",
-           "store_dir"]
+           "store_dir", "db_ops"]
 # store_dir damages a whole store directory; its inputs are edit scripts that stay short.
 # slotted_edits replays a script of 4-byte steps against a model, checking the page after
 # each: short scripts run many more times in the same CPU time.
-EXTRA = {"store_dir": ["-max_len=120"], "slotted_edits": ["-max_len=1024"]}
+EXTRA = {"store_dir": ["-max_len=120"], "slotted_edits": ["-max_len=1024"],
+         "db_ops": ["-max_len=1200"]}
 # How many executions a run did: "stat::number_of_executed_units: N" (plain mode, with
 # -print_final_stats=1) or the last "#N:" status line (fork mode).
 PLAIN_RUNS = re.compile(r"stat::number_of_executed_units:\s*(\d+)")

@@ -3,6 +3,9 @@
 //! replays every input kept under `fuzz/regressions/` through them in `cargo test`. Not part
 //! of the API.
 //!
+//! `db_ops` is not a decoder: it reads its bytes as a script of operations on a store (the
+//! write path in place, splits, checkpoints in several groups, transactions, a crash).
+//!
 //! Each check feeds arbitrary bytes to a decoder, or to recovery, and fails (panics) only
 //! when a promise breaks: a decoder that panics, allocates without bound, or accepts bytes
 //! it cannot give back the same; a store that returns a wrong value; a salvage that copies
@@ -23,7 +26,7 @@ use crate::page;
 use crate::{Db, Durability, Options, WriteBatch};
 
 /// The fuzz targets, by name (each `fuzz/fuzz_targets/<name>.rs` calls `run(name, data)`).
-pub const TARGETS: [&str; 11] = [
+pub const TARGETS: [&str; 12] = [
     "log_record",
     "log_segment",
     "write_batch",
@@ -35,6 +38,7 @@ pub const TARGETS: [&str; 11] = [
     "slotted_edits",
     "meta_block",
     "store_dir",
+    "db_ops",
 ];
 
 /// Runs target `name` on `data`. Panics on an unknown name.
@@ -51,6 +55,7 @@ pub fn run(name: &str, data: &[u8]) {
         "slotted_edits" => slotted_edits(data),
         "meta_block" => meta_block(data),
         "store_dir" => store_dir(data),
+        "db_ops" => db_ops(data),
         other => panic!("no fuzz target {other}"),
     }
 }
@@ -480,4 +485,189 @@ fn salvage_dir(storage: &Storage, expected: &BTreeMap<Vec<u8>, Vec<u8>>) {
         assert!(report.covers(key), "salvage lost {key:?} without saying so\n{report}");
     }
     drop(db);
+}
+
+/// A script of operations on a store on the simulated file system, 3 bytes a step (what,
+/// key, value), against a sorted map: puts (some of overflow size), deletes, two-key
+/// batches, `Sync` or `None`; transactions that read a key and write another from it, with a
+/// write by the store between (a conflict when it touched what the transaction saw);
+/// compare-and-swaps; checkpoints (in groups of 4 pages), snapshots read later, reopens.
+/// After every step the touched key reads as the model says; at the end a scan equals the
+/// model, `verify` is clean, and a crash that keeps only what was made durable recovers a
+/// state of the history at or after the last `Sync` write, with no block named by nothing
+/// once checkpointed.
+pub fn db_ops(data: &[u8]) {
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+    let fs = SimFs::new();
+    let storage = Storage::Sim(fs.clone());
+    let options = || Options {
+        cache_size: (64 + 128) << 10,
+        write_buffer_size: Some(64 << 10),
+        max_page_bytes: Some(1024),
+        checkpoint_group_bytes: Some(4 << 10),
+        log_segment_bytes: 64 << 10,
+        block_segment_bytes: 64 << 10,
+        durability: Durability::Sync,
+        ..Options::default()
+    };
+    let mut db = Db::open_on(&storage, "/db", options()).expect("open a new store");
+    let mut model = Model::new();
+    let mut history: Vec<Model> = vec![Model::new()];
+    // The history index of the last write acknowledged as durable.
+    let mut durable = 0;
+    let mut snapshots: Vec<(crate::Snapshot, Model)> = Vec::new();
+    let key = |byte: u8| format!("k{:02}", byte % 40).into_bytes();
+    let value = |step: usize, byte: u8| match byte {
+        0xF0.. => vec![byte; 300 + usize::from(byte & 0x0F) * 200],
+        _ => format!("v{step}-{byte}").into_bytes(),
+    };
+    for (step, op) in data.chunks_exact(3).take(400).enumerate() {
+        let (k, v) = (key(op[1]), value(step, op[2]));
+        let sync = op[0] & 0x80 == 0;
+        let durability = if sync { Durability::Sync } else { Durability::None };
+        let mut wrote = true;
+        match op[0] & 0x0F {
+            0..=3 => {
+                let mut batch = WriteBatch::new();
+                batch.put(&k, &v);
+                db.write_with(&batch, durability).expect("put");
+                model.insert(k.clone(), v);
+            }
+            4 | 5 => {
+                let mut batch = WriteBatch::new();
+                batch.delete(&k);
+                db.write_with(&batch, durability).expect("delete");
+                model.remove(&k);
+            }
+            6 => {
+                let other = key(op[2]);
+                let mut batch = WriteBatch::new();
+                batch.put(&k, &v).delete(&other);
+                db.write_with(&batch, durability).expect("batch");
+                model.insert(k.clone(), v);
+                model.remove(&other);
+            }
+            7 => {
+                // Reads `k`, writes `k` + 1 from it; the store changes `k` or another key
+                // between when `op[2]` says so.
+                let next = key(op[1].wrapping_add(1));
+                let mut tx = db.transaction();
+                let seen = tx.get(&k).expect("a transaction's read");
+                assert_eq!(seen.as_ref(), model.get(&k), "a transaction read a wrong value");
+                let mut derived = seen.clone().unwrap_or_default();
+                derived.extend_from_slice(b"+");
+                derived.truncate(200);
+                tx.put(&next, &derived);
+                let meddle = match op[2] % 3 {
+                    0 => None,
+                    1 => Some(k.clone()),
+                    _ => Some(key(op[2])),
+                };
+                if let Some(meddle) = &meddle {
+                    db.put(meddle, b"meddled").expect("put");
+                    model.insert(meddle.clone(), b"meddled".to_vec());
+                    history.push(model.clone());
+                    durable = history.len() - 1;
+                }
+                let conflict = meddle.as_ref().is_some_and(|m| {
+                    (*m == k && seen.as_deref() != Some(&b"meddled"[..]))
+                        || (*m == next
+                            && model_before(&history, &next) != Some(b"meddled".to_vec()))
+                });
+                match tx.commit() {
+                    Ok(_) => {
+                        assert!(!conflict, "a transaction committed over a change to what it saw");
+                        model.insert(next, derived);
+                    }
+                    Err(crate::Error::Conflict { .. }) => {
+                        assert!(conflict, "a transaction refused with nothing changed");
+                        wrote = false;
+                    }
+                    Err(error) => panic!("commit: {error}"),
+                }
+            }
+            8 => {
+                let expected =
+                    if op[2] & 1 == 0 { model.get(&k).cloned() } else { Some(v.clone()) };
+                let swapped = db
+                    .compare_and_swap(&k, expected.as_deref(), Some(&v))
+                    .expect("compare_and_swap");
+                match swapped {
+                    Ok(()) => {
+                        assert_eq!(expected.as_ref(), model.get(&k), "swapped on a mismatch");
+                        model.insert(k.clone(), v);
+                    }
+                    Err(refused) => {
+                        assert_ne!(expected.as_ref(), model.get(&k), "refused a match");
+                        assert_eq!(refused.current.as_ref(), model.get(&k));
+                        wrote = false;
+                    }
+                }
+            }
+            9 | 10 => {
+                db.checkpoint().expect("checkpoint");
+                wrote = false;
+            }
+            11 => {
+                snapshots.push((db.snapshot(), model.clone()));
+                wrote = false;
+            }
+            12 => {
+                if let Some((snapshot, seen)) = snapshots.pop() {
+                    let found: Result<Model, _> = snapshot.range(..).collect();
+                    match found {
+                        Ok(found) => assert_eq!(&found, &seen, "a snapshot changed"),
+                        Err(crate::Error::SnapshotTooOld { .. }) => {}
+                        Err(error) => panic!("a snapshot's scan: {error}"),
+                    }
+                }
+                wrote = false;
+            }
+            13 => {
+                snapshots.clear();
+                drop(db);
+                db = Db::open_on(&storage, "/db", options()).expect("reopen");
+                durable = history.len() - 1;
+                wrote = false;
+            }
+            _ => {
+                assert_eq!(db.get(&k).expect("get").as_ref(), model.get(&k), "get");
+                wrote = false;
+            }
+        }
+        assert_eq!(db.get(&k).expect("get").as_ref(), model.get(&k), "step {step}: {op:?}");
+        if wrote {
+            history.push(model.clone());
+            if sync || op[0] & 0x0F == 7 || op[0] & 0x0F == 8 {
+                durable = history.len() - 1;
+            }
+        }
+    }
+    let found: Model = db.range(..).map(|entry| entry.expect("scan")).collect();
+    assert_eq!(found, model, "the scan at the end");
+    assert!(db.verify().expect("verify").is_clean(), "verify at the end");
+    drop(snapshots);
+    // A crash keeping what was made durable (the drop above never ran for `db`).
+    let image = fs.crash_image(fs.op_count(), CrashModel::DropAll, 0);
+    drop(db);
+    let storage = Storage::Sim(image);
+    let db = Db::open_on(&storage, "/db", options()).expect("recovery");
+    let found: Model = db.range(..).map(|entry| entry.expect("scan")).collect();
+    assert!(
+        history[durable..].contains(&found),
+        "the recovered state is no state of the history after the last durable write"
+    );
+    for _ in 0..3 {
+        db.checkpoint().expect("checkpoint after recovery");
+    }
+    let report = db.verify().expect("verify after recovery");
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.blocks, report.pages + report.overflow_blocks + 1, "leaked blocks");
+}
+
+/// What `key` held before the last state of `history` (the value a transaction's write
+/// replaced, when a write between changed it).
+fn model_before(history: &[BTreeMap<Vec<u8>, Vec<u8>>], key: &[u8]) -> Option<Vec<u8>> {
+    let n = history.len();
+    (n >= 2).then(|| history[n - 2].get(key).cloned()).flatten()
 }

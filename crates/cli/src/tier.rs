@@ -46,7 +46,7 @@ pub(crate) struct TierArgs {
     /// Records loaded (10 fields of 100 bytes each).
     #[arg(long, default_value_t = 1_000_000)]
     records: u64,
-    /// The engine's memory budget (its page cache and memtables).
+    /// The engine's memory budget (its buffer pool and the older values kept for snapshots).
     #[arg(long, default_value = "256m", value_name = SIZE, value_parser = parse_size)]
     cache_size: ByteSize,
     /// Size of the tier (default: twice --cache-size).

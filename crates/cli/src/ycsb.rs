@@ -482,8 +482,8 @@ fn ycsb_engine(
             let tier = store.db.stats().ok().and_then(|stats| stats.tier);
             store.db.close().map_err(|e| e.to_string())?;
             let mut settings = format!(
-                "cache_size {mib} MiB (page cache and memtables), read method {:?}, log {:?}, \
-                 compression {:?}",
+                "cache_size {mib} MiB (buffer pool and older values for snapshots), read method \
+                 {:?}, log {:?}, compression {:?}",
                 options.read_method,
                 options.backend(),
                 options.compression

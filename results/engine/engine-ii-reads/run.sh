@@ -5,12 +5,17 @@
 # alternating, three rounds, the order swapped each round. Writes each run's report and
 # summary.json: per workload, the new/old ratio of ops/s within each round and its median.
 # OUT (default results/engine/engine-ii-reads) is where the reports go; OLD_REF (default the
-# tag engine-i) the commit the old binary is built from.
+# tag engine-i) the commit the old binary is built from; WORKLOADS and DURABILITY (defaults
+# above) what runs; COMMAND the script named in summary.json (engine-ii-writes/run.sh runs
+# this one with its own settings).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/engine/engine-ii-reads}
 mkdir -p "$out"
 old_ref=${OLD_REF:-engine-i}
+workloads=${WORKLOADS:-fillrandom,readrandom,seekrandom}
+durability=${DURABILITY:-none}
+command=${COMMAND:-results/engine/engine-ii-reads/run.sh}
 dir=${DATA_DIR:-/tmp/tierkv-engine-ii}
 old_tree=${OLD_TREE:-/tmp/tierkv-$old_ref-src}
 old=$dir/tierkv-$old_ref
@@ -23,8 +28,8 @@ if [[ ! -x $old ]]; then
     (cd "$old_tree" && cargo build --release -p tierkv-cli --target-dir "$dir/target-$old_ref")
     cp "$dir/target-$old_ref/release/tierkv" "$old"
 fi
-args=(bench engine --workloads fillrandom,readrandom,seekrandom --num 1000000 --reads 2000000
-    --cache-size 1g --durability none --quiet)
+args=(bench engine --workloads "$workloads" --num 1000000 --reads 2000000
+    --cache-size 1g --durability "$durability" --quiet)
 for round in 1 2 3; do
     if (( round % 2 )); then order=(old new); else order=(new old); fi
     for which in "${order[@]}"; do
@@ -36,17 +41,18 @@ for round in 1 2 3; do
     done
 done
 rm -rf "$dir/store"
-python3 - "$out" <<'PY'
+python3 - "$out" "$command" "$old_ref" "$durability" <<'PY'
 import json, statistics, sys
-out = sys.argv[1]
+out, command, old_ref, durability = sys.argv[1:5]
 rounds = {}
 for r in (1, 2, 3):
     runs = {w: json.load(open(f"{out}/{w}-round-{r}.json")) for w in ("old", "new")}
     rates = {w: {x["workload"]: x["ops_per_sec"] for x in runs[w]["results"]} for w in runs}
     rounds[r] = {k: rates["new"][k] / rates["old"][k] for k in rates["new"]}
 summary = {
-    "command": "results/engine/engine-ii-reads/run.sh",
-    "old_ref": __import__("os").environ.get("OLD_REF", "engine-i"),
+    "command": command,
+    "old_ref": old_ref,
+    "durability": durability,
     "machine": json.load(open(f"{out}/new-round-1.json"))["machine"],
     "ratio_new_over_old_by_round": rounds,
     "median_ratio": {k: statistics.median(rounds[r][k] for r in rounds) for k in rounds[1]},

@@ -3,58 +3,13 @@
 # bench engine` fillrandom, overwrite, readrandom and seekrandom on 1,000,000 keys held in
 # memory (1 GiB budget, DURABILITY, default buffered), the binary built from OLD_REF
 # (default a7684b0, the last commit before writes went in place) and the one built here,
-# alternating, three rounds, the order swapped each round. Writes each run's report and
-# summary.json: per workload, the new/old ratio of ops/s within each round and its median.
-# OUT (default results/engine/engine-ii-writes) is where the reports go.
+# alternating, three rounds, the order swapped each round: engine-ii-reads/run.sh with these
+# settings. OUT (default results/engine/engine-ii-writes) is where the reports go.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-out=${OUT:-results/engine/engine-ii-writes}
-mkdir -p "$out"
-old_ref=${OLD_REF:-a7684b0}
-durability=${DURABILITY:-buffered}
-dir=${DATA_DIR:-/tmp/tierkv-engine-ii}
-old_tree=${OLD_TREE:-/tmp/tierkv-$old_ref-src}
-old=$dir/tierkv-$old_ref
-new=$dir/tierkv-new
-mkdir -p "$dir"
-cargo build --release -p tierkv-cli
-cp target/release/tierkv "$new"
-if [[ ! -x $old ]]; then
-    [[ -d $old_tree ]] || git worktree add --detach "$old_tree" "$old_ref"
-    (cd "$old_tree" && cargo build --release -p tierkv-cli --target-dir "$dir/target-$old_ref")
-    cp "$dir/target-$old_ref/release/tierkv" "$old"
-fi
-args=(bench engine --workloads fillrandom,overwrite,readrandom,seekrandom --num 1000000
-    --reads 2000000 --cache-size 1g --durability "$durability" --quiet)
-for round in 1 2 3; do
-    if (( round % 2 )); then order=(old new); else order=(new old); fi
-    for which in "${order[@]}"; do
-        bin=$old; [[ $which == new ]] && bin=$new
-        rm -rf "$dir/store"; mkdir -p "$dir/store"
-        "$bin" "${args[@]}" --path "$dir/store" --report "$out/$which-round-$round.json" \
-            --plot "$out/plots-$which-round-$round" |
-            tee "$out/$which-round-$round.txt"
-    done
-done
-rm -rf "$dir/store"
-python3 - "$out" <<'PY'
-import json, statistics, sys
-out = sys.argv[1]
-rounds = {}
-for r in (1, 2, 3):
-    runs = {w: json.load(open(f"{out}/{w}-round-{r}.json")) for w in ("old", "new")}
-    rates = {w: {x["workload"]: x["ops_per_sec"] for x in runs[w]["results"]} for w in runs}
-    rounds[r] = {k: rates["new"][k] / rates["old"][k] for k in rates["new"]}
-summary = {
-    "command": "results/engine/engine-ii-writes/run.sh",
-    "old_ref": __import__("os").environ.get("OLD_REF", "a7684b0"),
-    "durability": __import__("os").environ.get("DURABILITY", "buffered"),
-    "machine": json.load(open(f"{out}/new-round-1.json"))["machine"],
-    "ratio_new_over_old_by_round": rounds,
-    "median_ratio": {k: statistics.median(rounds[r][k] for r in rounds) for k in rounds[1]},
-}
-json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)
-for k, v in summary["median_ratio"].items():
-    print(f"{k}: median new/old {v:.3f} (rounds: " +
-          ", ".join(f"{rounds[r][k]:.3f}" for r in rounds) + ")")
-PY
+OUT=${OUT:-results/engine/engine-ii-writes} \
+    OLD_REF=${OLD_REF:-a7684b0} \
+    DURABILITY=${DURABILITY:-buffered} \
+    WORKLOADS=fillrandom,overwrite,readrandom,seekrandom \
+    COMMAND=results/engine/engine-ii-writes/run.sh \
+    exec bash results/engine/engine-ii-reads/run.sh

@@ -207,14 +207,7 @@ impl Inner {
         let reads: Vec<&[u8]> = expect.iter().map(|(key, _)| *key).collect();
         let check = |current: &[Option<ValueRef<'_>>]| -> std::result::Result<(), Refusal> {
             for (index, (now, (_, wanted))) in current.iter().zip(expect).enumerate() {
-                if !self.same(*now, *wanted).map_err(Refusal::Read)? {
-                    let current = match now {
-                        None => None,
-                        Some(ValueRef::Inline(value)) => Some(value.to_vec()),
-                        Some(ValueRef::Overflow(overflow)) => {
-                            Some(self.pages.read_overflow(overflow).map_err(Refusal::Read)?)
-                        }
-                    };
+                if let Some(current) = self.mismatch(*now, *wanted).map_err(Refusal::Read)? {
                     return Err(Refusal::Mismatch(Mismatch { index, current }));
                 }
             }
@@ -255,21 +248,21 @@ impl Inner {
         Ok(Ok(lsn))
     }
 
-    /// Whether a leaf's value `now` is `wanted` (an overflow value is read to compare it,
-    /// unless its length differs).
-    fn same(
+    /// `None` when a leaf's value `now` is `wanted`, else `Some` of what it holds (an
+    /// overflow value is read once, to compare it and to return it).
+    fn mismatch(
         &self,
         now: Option<ValueRef<'_>>,
         wanted: Option<&[u8]>,
-    ) -> std::result::Result<bool, PagesError> {
-        Ok(match (now, wanted) {
-            (None, None) => true,
-            (Some(ValueRef::Inline(value)), Some(wanted)) => value == wanted,
-            (Some(ValueRef::Overflow(overflow)), Some(wanted)) => {
-                overflow.len == wanted.len() as u64
-                    && self.pages.read_overflow(&overflow)? == wanted
+    ) -> std::result::Result<Option<Option<Vec<u8>>>, PagesError> {
+        Ok(match now {
+            None => wanted.is_some().then_some(None),
+            Some(ValueRef::Inline(value)) => (Some(value) != wanted).then(|| Some(value.to_vec())),
+            Some(ValueRef::Overflow(overflow)) => {
+                let value = self.pages.read_overflow(&overflow)?;
+                assert_eq!(value.len() as u64, overflow.len, "an overflow value read whole");
+                (Some(&value[..]) != wanted).then_some(Some(value))
             }
-            _ => false,
         })
     }
 

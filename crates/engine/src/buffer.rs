@@ -482,6 +482,19 @@ impl<S: PageSource> BufferPool<S> {
         self.budget.load(Ordering::Relaxed)
     }
 
+    /// Bytes of the budget the resident pages may take: what the frames' words, the dirty
+    /// map and the reserved bytes leave of it (the clock's records are counted with the
+    /// pages they keep). A writer keeps its dirty pages, which cannot leave, well under
+    /// this, so that the clean pages it reads have room.
+    pub fn room_for_pages(&self) -> usize {
+        let clock = self.clock();
+        let outside = self.used(&clock, 0)
+            - clock.frames() * self.stride
+            - clock.huge_touched.len() * HUGE_BYTES
+            - (clock.frames() + clock.huge_resident) * CLOCK_ENTRY_BYTES;
+        self.budget().saturating_sub(outside)
+    }
+
     /// Bytes counted by `clock`, plus `more`: the frames holding memory off huge pages
     /// (resident or kept) and the huge pages touched, the resident pages' clock records, the
     /// frames' words up to its highest page id (in whole kernel pages), the dirty map, and the

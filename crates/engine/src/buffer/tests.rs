@@ -230,15 +230,21 @@ fn a_smaller_budget_or_more_reserved_bytes_evict_at_once() {
         entry(&pool, pid);
     }
     assert_eq!(pool.stats().resident, 8);
+    // The room for pages is the budget less the words, the dirty map and what is reserved,
+    // whatever the pages resident take of it.
+    assert_eq!(pool.room_for_pages(), 10 * frame_cost());
     pool.set_budget(frames(5));
     assert_eq!(pool.stats().resident, 5);
+    assert_eq!(pool.room_for_pages(), 5 * frame_cost());
     pool.reserve(2 * frame_cost());
     assert_eq!(pool.stats().resident, 3);
+    assert_eq!(pool.room_for_pages(), 3 * frame_cost());
     assert!(pool.used_bytes() <= frames(5));
     pool.reserve(8 * frame_cost());
     let stats = pool.stats();
     assert_eq!(stats.resident, 0);
     assert!(stats.over_budget > 0, "a budget nothing fits in went uncounted");
+    assert_eq!(pool.room_for_pages(), 0, "more reserved than the budget leaves no room");
     pool.unreserve(10 * frame_cost());
     assert_eq!(pool.used_bytes(), WORDS + dirty_map(), "the words are all that is left");
     entry(&pool, 1);

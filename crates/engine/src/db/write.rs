@@ -303,7 +303,10 @@ impl Inner {
 
     /// Kicks a checkpoint once the dirty pages reach `checkpoint_due`, and slows the
     /// writer down past twice that: a sleep that grows with how far past, at most
-    /// `MAX_DELAY`.
+    /// `MAX_DELAY`. Once they take three quarters of the pool's room for pages (dirty pages
+    /// cannot be evicted, and the clean pages a write reads need the rest), the writer
+    /// waits until the checkpoint thread has written them back, so that a writer faster
+    /// than the block store never takes the pool past its budget.
     fn slow_down(&self) {
         self.rebudget();
         let due = self.checkpoint_due();
@@ -320,6 +323,26 @@ impl Inner {
         let past = (dirty - 2 * due) as u128 * 10 / due.max(1) as u128;
         let micros = u64::try_from(100 + past * 1000).unwrap_or(u64::MAX);
         std::thread::sleep(Duration::from_micros(micros).min(MAX_DELAY));
+        // Bounded: each checkpoint writes every page dirty when it began (to none: the wait
+        // ends whatever the room); a failed store or a stopped checkpoint thread ends it too
+        // (the write then fails, or is the last).
+        while self.too_dirty() && self.checkpointer_running() {
+            self.kick();
+            self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(MAX_DELAY / 10);
+        }
+    }
+
+    /// Whether the dirty pages take three quarters of the pool's room for pages, or more.
+    fn too_dirty(&self) -> bool {
+        let dirty = self.dirty_bytes();
+        dirty > 0 && dirty >= self.pages.pool().room_for_pages() / 4 * 3
+    }
+
+    /// Whether the checkpoint thread runs and the store has not failed.
+    fn checkpointer_running(&self) -> bool {
+        let trigger = lock(&self.trigger);
+        trigger.running && !trigger.stop && !self.failed.load(Ordering::Acquire)
     }
 
     /// Starts a new undo segment once the current one is full, and publishes a version whose

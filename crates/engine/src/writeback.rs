@@ -3,10 +3,19 @@
 //! with groups of at most `Inner::group_bytes` (`db/checkpoint.rs`), each with a meta block.
 //!
 //! [`write_back`] takes the pages dirty when it starts, in id order, a group's worth at a
-//! time (`group_bytes`). For each group it holds off splits (`BufferPool::hold_structure`),
-//! adds every page of each split not yet durable that touched a page of the group, until no
-//! split adds more (`Writer::closure`), and copies the dirty ones (`copy_dirty`, each under
-//! its shared latch, so it is one state of the page). The pages stay dirty, and resident,
+//! time (`group_bytes`). For each group it adds every page of each split not yet durable
+//! that touched a page of the group, until no split adds more (`Writer::closure`), and
+//! copies the dirty ones (`copy_dirty`, each under its shared latch, so it is one state of
+//! the page). Splits run while it copies: it holds them off (`BufferPool::hold_structure`)
+//! only to take stock, between passes, of the splits made since the last stock-taking
+//! (`Writer::changed_since`); their pages in the group are copied again, and what they
+//! add to the closure is copied, in the next pass, until a stock-taking finds nothing to
+//! copy. So every page in a group is copied after the last split that changed it, and
+//! the group holds every page of those splits. After a few passes, one holds splits off
+//! while it copies (a group under a steady stream of splits still ends). Holding splits
+//! off for the whole copy made them wait tens of milliseconds on a group of thousands of
+//! pages (in a two-level tree every leaf split changes the root, and the closure takes
+//! them all). The pages stay dirty, and resident,
 //! while the group is written. Before it is written, `before_group` hears the highest LSN
 //! of its pages: the log must be durable up to it first (the write-ahead rule). Once the
 //! group is durable, each page no writer changed since its copy turns clean, and the splits
@@ -17,8 +26,10 @@
 //! leaf's next link, an internal page's separators) changes only in a split, and a group
 //! holds either every page a split changed, as of after the split, or, for pages that
 //! turned clean since, those images were written already; pages a group does not hold keep
-//! an image whose structure agrees with the rest. A group copied while splits were held off
-//! holds no page in the middle of one.
+//! an image whose structure agrees with the rest. A split holds the structure alone (no
+//! stock-taking runs) and changes its pages under their exclusive latches, so a copy sees
+//! each split's change of its page whole or not at all, and a stock-taking sees every
+//! split made before it, recorded and numbered.
 //!
 //! Why the log replays onto it: every change the log numbered at or below the sequence the
 //! caller's meta block names was in its page when write-back began (the caller takes that
@@ -32,7 +43,7 @@
 //! that changed after its copy, or before its group is durable; split one split's pages
 //! between two groups.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
 
@@ -49,6 +60,8 @@ pub struct Written {
     pub groups: u64,
     /// Splits whose pages went into a group together.
     pub splits: u64,
+    /// Pages copied again because a split changed them while their group was copied.
+    pub recopies: u64,
 }
 
 /// Why a write-back stopped. The pages it had not written stay dirty.
@@ -77,8 +90,22 @@ pub fn write_back<S: PageSource, L>(
     writer: &Writer,
     store: &dyn BlockStore,
     group_bytes: usize,
+    before_group: impl FnMut(u64) -> Result<(), L>,
+    extra: impl FnMut(&[&[u8]], bool) -> Vec<Extra>,
+) -> Result<Written, WriteBackError<S::Error, L>> {
+    write_back_racing(pool, writer, store, group_bytes, before_group, extra, &mut || {})
+}
+
+/// `write_back`, calling `racing` after each page copied with splits running (the tests
+/// split pages there, where another thread's split could land).
+fn write_back_racing<S: PageSource, L>(
+    pool: &BufferPool<S>,
+    writer: &Writer,
+    store: &dyn BlockStore,
+    group_bytes: usize,
     mut before_group: impl FnMut(u64) -> Result<(), L>,
     mut extra: impl FnMut(&[&[u8]], bool) -> Vec<Extra>,
+    racing: &mut dyn FnMut(),
 ) -> Result<Written, WriteBackError<S::Error, L>> {
     let mut last_extra = 0;
     let page_bytes = pool.page_bytes();
@@ -89,21 +116,9 @@ pub fn write_back<S: PageSource, L>(
     loop {
         let chunk = chunks.next().unwrap_or(&[]);
         let last_group = chunks.peek().is_none();
-        let mut images: Vec<(u64, Vec<u8>, u64)> = Vec::new();
-        let splits = {
-            let _held = pool.hold_structure();
-            let mut pids: BTreeSet<u64> = chunk.iter().copied().collect();
-            let splits = writer.closure(&mut pids);
-            for pid in pids {
-                let mut image = Vec::with_capacity(page_bytes);
-                if let Some(version) =
-                    pool.copy_dirty(pid, &mut image).map_err(WriteBackError::Page)?
-                {
-                    images.push((pid, image, version));
-                }
-            }
-            splits
-        };
+        let (images, splits, recopies) =
+            copy_group(pool, writer, chunk, racing).map_err(WriteBackError::Page)?;
+        written.recopies += recopies;
         let highest = images
             .iter()
             .map(|(_, image, _)| Slotted::new(&image[..]).lsn().expect("invariant: a checked page"))
@@ -143,6 +158,82 @@ pub fn write_back<S: PageSource, L>(
     }
     assert!(last_extra == 0 || written.groups > 0, "the last blocks were not written");
     Ok(written)
+}
+
+/// Passes that copy a group's pages with splits running, before one that holds them off.
+const OPTIMISTIC_PASSES: usize = 3;
+
+/// A group's images (page id, image, the frame's version copied), the splits whose pages
+/// they hold (for `forget_splits`) and the pages copied again.
+type Copied = (Vec<(u64, Vec<u8>, u64)>, Vec<u64>, u64);
+
+/// Copies the dirty pages among `chunk` and every page of each split not yet durable
+/// that touched them (to a fixed point), all as of one state of the tree's structure
+/// (see the module header). Splits are held off only to take stock, not while pages are
+/// copied: each pass copies what the last stock-taking found missing or changed by a
+/// split since, and the next takes stock again, until a pass finds nothing; the passes
+/// after `OPTIMISTIC_PASSES` hold splits off while they copy, so the next one finds
+/// nothing (no split ran).
+fn copy_group<S: PageSource>(
+    pool: &BufferPool<S>,
+    writer: &Writer,
+    chunk: &[u64],
+    racing: &mut dyn FnMut(),
+) -> Result<Copied, BufferError<S::Error>> {
+    let page_bytes = pool.page_bytes();
+    let mut pids: BTreeSet<u64> = chunk.iter().copied().collect();
+    // Each page copied, with its image and version (none: it was clean, its block is its
+    // image).
+    let mut copies: BTreeMap<u64, Option<(Vec<u8>, u64)>> = BTreeMap::new();
+    let (mut splits, mut mark) = {
+        let _held = pool.hold_structure();
+        (writer.closure(&mut pids), writer.split_mark())
+    };
+    let mut todo: BTreeSet<u64> = pids.clone();
+    let mut recopies = 0;
+    // Pages a split changed since the last stock-taking may have been copied before it,
+    // and the splits may reach pages not in the group yet: those are copied (again).
+    let take_stock = |pids: &mut BTreeSet<u64>,
+                      copies: &BTreeMap<u64, _>,
+                      mark: &mut u64,
+                      todo: &mut BTreeSet<u64>| {
+        let changed = writer.changed_since(*mark);
+        let splits = writer.closure(pids);
+        *mark = writer.split_mark();
+        todo.extend(pids.iter().filter(|pid| changed.contains(pid) || !copies.contains_key(pid)));
+        splits
+    };
+    // Bounded: the pass after the optimistic ones holds splits off throughout.
+    for pass in 0.. {
+        let held = (pass >= OPTIMISTIC_PASSES).then(|| pool.hold_structure());
+        if held.is_some() {
+            splits = take_stock(&mut pids, &copies, &mut mark, &mut todo);
+        }
+        for pid in std::mem::take(&mut todo) {
+            recopies += u64::from(copies.contains_key(&pid));
+            let mut image = Vec::with_capacity(page_bytes);
+            let copy = pool.copy_dirty(pid, &mut image)?.map(|version| (image, version));
+            copies.insert(pid, copy);
+            if held.is_none() {
+                racing();
+            }
+        }
+        if held.is_some() {
+            // No split ran since the stock was taken: every copy is of its state.
+            break;
+        }
+        let _held = pool.hold_structure();
+        splits = take_stock(&mut pids, &copies, &mut mark, &mut todo);
+        if todo.is_empty() {
+            break;
+        }
+    }
+    debug_assert!(pids.iter().all(|pid| copies.contains_key(pid)));
+    let images = copies
+        .into_iter()
+        .filter_map(|(pid, copy)| copy.map(|(image, version)| (pid, image, version)))
+        .collect();
+    Ok((images, splits, recopies))
 }
 
 #[cfg(test)]

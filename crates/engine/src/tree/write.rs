@@ -143,6 +143,19 @@ impl Writer {
         numbers
     }
 
+    /// The number the next split will take: every split numbered below it is done (with
+    /// the structure held, it is the number of splits made).
+    pub fn split_mark(&self) -> u64 {
+        self.split_count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The pages changed by the splits not yet durable numbered `mark` or later (`mark`
+    /// from `split_mark`). Call it with the structure held.
+    pub fn changed_since(&self, mark: u64) -> BTreeSet<u64> {
+        let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
+        splits.iter().filter(|split| split.number >= mark).flat_map(|s| s.pids.clone()).collect()
+    }
+
     /// Forgets splits whose pages are durable (`closure`'s numbers, after the group).
     pub fn forget_splits(&self, numbers: &[u64]) {
         let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);

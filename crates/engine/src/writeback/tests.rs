@@ -228,3 +228,204 @@ fn every_crash_leaves_a_whole_tree_that_the_log_replays_onto() {
     assert!(splits > 20, "too few splits for the sweep to test structure changes: {splits}");
     assert!(partly > 0, "no image held pages written after its meta block: the sweep tests little");
 }
+
+/// The tree the block store holds: its leaves in key order as the internal pages reach
+/// them from the root, checked against the leaves' links (a split written without its
+/// parent, or the parent without the split's new page, breaks one or the other), each page
+/// valid, keys in order; returns its entries. `Err` names what is broken.
+fn on_disk(store: &dyn BlockStore) -> Result<State, String> {
+    let image = |pid: u64| -> Result<Vec<u8>, String> {
+        let image = store.read(BlockId(pid)).map_err(|e| format!("page {pid}: {e}"))?;
+        let image = image.ok_or(format!("page {pid} is not on disk"))?;
+        slotted::check(&image, PAGE).map_err(|e| format!("page {pid}: {e}"))?;
+        Ok(image)
+    };
+    if store.read(BlockId(ROOT)).map_err(|e| e.to_string())?.is_none() {
+        // Nothing written yet, or the root is missing.
+        let live = store.live_ids().map_err(|e| e.to_string())?;
+        return live.is_empty().then(State::new).ok_or(format!("no root, but blocks {live:?}"));
+    }
+    let mut leaves = Vec::new();
+    let mut stack = vec![ROOT];
+    while let Some(pid) = stack.pop() {
+        let page = image(pid)?;
+        match slotted::check(&page, PAGE).expect("checked") {
+            Kind::Leaf => leaves.push(pid),
+            Kind::Internal => {
+                let (first, separators) = decode_internal(&page[..]).ok_or("internal")?;
+                stack.extend(separators.iter().rev().map(|(_, child)| *child));
+                stack.push(first);
+            }
+        }
+    }
+    let mut out = State::new();
+    let mut last: Option<Vec<u8>> = None;
+    for (at, pid) in leaves.iter().enumerate() {
+        let page = image(*pid)?;
+        for (key, value) in decode_leaf(&page).ok_or("leaf")? {
+            if last.as_deref().is_some_and(|last| last >= &key[..]) {
+                return Err(format!("key {key:?} out of order at page {pid}"));
+            }
+            last = Some(key.to_vec());
+            let Value::Inline(value) = value else { return Err("an overflow value".into()) };
+            out.insert(key.to_vec(), value.to_vec());
+        }
+        let link = Slotted::new(&page[..]).link().ok_or("link")?;
+        let next = leaves.get(at + 1).copied().unwrap_or(0);
+        if link != next {
+            return Err(format!("leaf {pid} links to {link}, the tree's next leaf is {next}"));
+        }
+    }
+    Ok(out)
+}
+
+/// Write-back while another thread keeps splitting pages: every group leaves the tree on
+/// disk whole (checked before each next group and after each write-back, from the blocks),
+/// the pages a split changed during a group's copy are copied again, and once the writer
+/// stops, one more write-back leaves the tree on disk equal to the tree in the frames.
+#[test]
+fn groups_copied_while_pages_split_leave_the_tree_on_disk_whole() {
+    let storage = Storage::Sim(SimFs::new());
+    let blocks = LogStore::open(&storage, "/db", options()).expect("open");
+    let pages = Pages::new(Arc::new(blocks), 64 << 20, PAGE, None).expect("frames");
+    let pool = pages.pool();
+    drop(pool.create(ROOT, &encode_leaf(&[], 0, 0, PAGE)).expect("root"));
+    let (writer, ids) = (Writer::new(), Ids(AtomicU64::new(ROOT + 1)));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let rounds = AtomicU64::new(0);
+    let (mut total, mut checks, mut writes_back) = (Written::default(), 0u64, 0u64);
+    std::thread::scope(|scope| {
+        let writing = scope.spawn(|| {
+            let mut rng = fastrand::Rng::with_seed(seed_from_env(0x5b11_7c0b));
+            let mut lsn = 0u64;
+            while lsn < 3_000 {
+                // Paced: at most 20 batches ahead of each write-back, so that many of them
+                // copy while pages split.
+                while lsn >= 20 * (rounds.load(Ordering::Relaxed) + 1) {
+                    std::thread::yield_now();
+                }
+                lsn += 1;
+                let key = format!("key{:08}", rng.u32(..1_000_000)).into_bytes();
+                apply(&writer, pool, &ids, &vec![(key, Some(vec![b'v'; rng.usize(8..40)]))], lsn);
+            }
+            stop.store(true, Ordering::Relaxed);
+            lsn
+        });
+        while !stop.load(Ordering::Relaxed) {
+            let mut check = |_: &[&[u8]], _: bool| {
+                // The group before this one is durable: the tree on disk must be whole.
+                if let Err(broken) = on_disk(pages.blocks()) {
+                    panic!("the tree on disk is not whole: {broken}");
+                }
+                checks += 1;
+                Vec::new()
+            };
+            let done = write_back(
+                pool,
+                &writer,
+                pages.blocks(),
+                4 * PAGE,
+                |_| Ok::<(), Infallible>(()),
+                &mut check,
+            )
+            .expect("write back");
+            on_disk(pages.blocks()).expect("the tree on disk after a write-back");
+            total.groups += done.groups;
+            total.pages += done.pages;
+            total.splits += done.splits;
+            total.recopies += done.recopies;
+            writes_back += 1;
+            rounds.fetch_add(1, Ordering::Relaxed);
+        }
+        assert_eq!(writing.join().expect("the writer"), 3_000);
+    });
+    write_back(
+        pool,
+        &writer,
+        pages.blocks(),
+        4 * PAGE,
+        |_| Ok::<(), Infallible>(()),
+        |_, _| Vec::new(),
+    )
+    .expect("the last write-back");
+    assert!(pool.dirty_pages().is_empty());
+    assert_eq!(writer.pending_splits(), 0);
+    assert_eq!(on_disk(pages.blocks()), contents(pool), "the disk and the frames differ");
+    eprintln!(
+        "concurrent write-back: {writes_back} write-backs, {total:?}, {checks} checks of the tree on disk"
+    );
+    // Whether a split lands in a group's copy here depends on the threads' timing
+    // (`splits_between_a_groups_copies_are_copied_again` makes sure of it).
+    assert!(total.splits > 50, "too few splits in groups: {total:?}");
+}
+
+/// Splits made between the page copies of a group (where another thread's would land, on
+/// one thread so that every run makes the same ones): the pages they changed are copied
+/// again, every group leaves the tree on disk whole, and the last write-back leaves it
+/// equal to the tree in the frames.
+#[test]
+fn splits_between_a_groups_copies_are_copied_again() {
+    let storage = Storage::Sim(SimFs::new());
+    let blocks = LogStore::open(&storage, "/db", options()).expect("open");
+    let pages = Pages::new(Arc::new(blocks), 64 << 20, PAGE, None).expect("frames");
+    let pool = pages.pool();
+    drop(pool.create(ROOT, &encode_leaf(&[], 0, 0, PAGE)).expect("root"));
+    let (writer, ids) = (Writer::new(), Ids(AtomicU64::new(ROOT + 1)));
+    let mut rng = fastrand::Rng::with_seed(seed_from_env(0x0c09_1e5a));
+    let mut lsn = 0u64;
+    let mut batch = |rng: &mut fastrand::Rng| {
+        lsn += 1;
+        let batch: BTreeMap<Vec<u8>, Option<Vec<u8>>> = (0..rng.usize(1..6))
+            .map(|_| (format!("key{:06}", rng.u32(..100_000)).into_bytes(), Some(vec![b'v'; 30])))
+            .collect();
+        apply(&writer, pool, &ids, &batch.into_iter().collect(), lsn);
+    };
+    let (mut total, mut checks) = (Written::default(), 0u64);
+    for _ in 0..100 {
+        for _ in 0..10 {
+            batch(&mut rng);
+        }
+        let mut copies = 0u64;
+        let done = write_back_racing(
+            pool,
+            &writer,
+            pages.blocks(),
+            4 * PAGE,
+            |_| Ok::<(), Infallible>(()),
+            |_, _| {
+                on_disk(pages.blocks()).unwrap_or_else(|broken| panic!("not whole: {broken}"));
+                checks += 1;
+                Vec::new()
+            },
+            &mut || {
+                copies += 1;
+                if copies % 3 == 2 && copies < 12 {
+                    batch(&mut rng);
+                }
+            },
+        )
+        .expect("write back");
+        on_disk(pages.blocks()).expect("the tree on disk after a write-back");
+        total.pages += done.pages;
+        total.groups += done.groups;
+        total.splits += done.splits;
+        total.recopies += done.recopies;
+    }
+    write_back(
+        pool,
+        &writer,
+        pages.blocks(),
+        4 * PAGE,
+        |_| Ok::<(), Infallible>(()),
+        |_, _| Vec::new(),
+    )
+    .expect("the last write-back");
+    assert!(pool.dirty_pages().is_empty());
+    assert_eq!(writer.pending_splits(), 0);
+    assert_eq!(on_disk(pages.blocks()), contents(pool), "the disk and the frames differ");
+    eprintln!(
+        "write-back with splits between copies: {total:?}, {checks} checks of the tree on disk"
+    );
+    assert!(total.splits > 100, "too few splits in groups: {total:?}");
+    assert!(total.recopies > 20, "too few pages copied again: {total:?}");
+}

@@ -92,6 +92,9 @@ const MAX_SYNC_ROUNDS: usize = 1;
 /// Encode buffers larger than this are not kept between appends.
 const KEPT_BUFFER_BYTES: usize = 1 << 20;
 
+/// The most a segment grows over the one installed before it is prepared (see `install`).
+const GROWTH: u64 = 4;
+
 thread_local! {
     static ENCODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -696,10 +699,15 @@ impl Shared {
         // The one after this holds about what the old one took in the target time; one grown
         // for a record over the largest size says nothing of the rate.
         let sizing = self.options.sizing();
+        // At most `GROWTH` times the segment installed now: the next is prepared (zeroed)
+        // while this one fills, and zeroing four times its bytes takes less time than
+        // appends take to fill it (a 512 KiB segment filled in milliseconds followed by a
+        // 64 MiB one being zeroed made appends wait 50 ms).
         let next = match old.segment.capacity <= sizing.max_bytes {
             true => sizing.next(old.segment.capacity, state.active_since.elapsed()),
             false => sizing.min_bytes,
         };
+        let next = next.min(prepared.capacity.saturating_mul(GROWTH)).max(sizing.min_bytes);
         if let Some(last) = old.last_lsn {
             if last > state.durable && self.options.backend == Backend::File {
                 let segment = Arc::clone(&old.segment);

@@ -40,7 +40,9 @@ pub struct WalOptions {
     pub backend: Backend,
     /// The largest segment file. Segments are preallocated and zero-filled before use, and
     /// sized by how fast the last one filled (`tierkv_io::RateSizing`: about two seconds of
-    /// writes each), from `first_segment_bytes` up to this. Default 64 MiB. A record larger
+    /// writes each, growing at most fourfold from one segment to the next, so that zeroing
+    /// the next keeps ahead of appends filling the current one), from
+    /// `first_segment_bytes` up to this. Default 64 MiB. A record larger
     /// than a segment gets a segment of its own.
     pub segment_bytes: u64,
     /// The first segment of a new log, and the smallest (capped at `segment_bytes`), so

@@ -423,3 +423,25 @@ fn start_after_numbers_a_new_log_from_a_given_lsn_and_refuses_a_log_with_records
     assert_eq!(records, vec![(Lsn(42), b"first".to_vec())]);
     assert_eq!(wal.next_lsn(), Lsn(43));
 }
+
+/// A log written fast grows its segments from the first size towards the largest, at most
+/// four times per segment (the next segment is zeroed while the current one fills; a jump
+/// from 512 KiB to 64 MiB made appends wait for the zeroing).
+#[test]
+fn segments_grow_at_most_fourfold_each() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = WalOptions { segment_bytes: 16 << 20, ..WalOptions::default() };
+    let wal = Wal::open(&Storage::Os, dir.path(), options, |_| {}).expect("open").wal;
+    let record = vec![7u8; 4000];
+    for _ in 0..6_000 {
+        wal.append(kind(), &record, Durability::None).expect("append");
+    }
+    let sizes: Vec<u64> = file_contents(dir.path()).iter().map(|(_, len, _)| *len as u64).collect();
+    wal.close().expect("close");
+    assert!(sizes.len() >= 4, "too few segments: {sizes:?}");
+    assert_eq!(sizes[0], 512 << 10, "{sizes:?}");
+    for pair in sizes.windows(2) {
+        assert!(pair[1] <= 4 * pair[0], "a segment grew more than fourfold: {sizes:?}");
+    }
+    assert!(sizes.iter().any(|size| *size > 2 << 20), "the segments never grew: {sizes:?}");
+}

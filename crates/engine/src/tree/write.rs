@@ -39,7 +39,7 @@
 //! recorded; leave a page `check` refuses; lose a key in a split; change anything in a
 //! batch that fails.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use tierkv_io::frames::Exclusive;
@@ -123,23 +123,31 @@ impl Writer {
     /// a group holding `pids` is durable. Call it with the structure held.
     pub fn closure(&self, pids: &mut BTreeSet<u64>) -> Vec<u64> {
         let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut taken = vec![false; splits.len()];
-        loop {
-            let mut grew = false;
-            for (split, taken) in splits.iter().zip(taken.iter_mut()) {
-                if !*taken && split.pids.iter().any(|pid| pids.contains(pid)) {
-                    *taken = true;
-                    pids.extend(split.pids.iter().copied());
-                    grew = true;
-                }
+        // Each page's splits, then a search from the pages given: linear in the splits'
+        // pages (a pass over every split per page added took milliseconds with thousands
+        // pending).
+        let mut by_page: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (index, split) in splits.iter().enumerate() {
+            for pid in &split.pids {
+                by_page.entry(*pid).or_default().push(index);
             }
-            if !grew {
-                break;
+        }
+        let mut taken = vec![false; splits.len()];
+        let mut frontier: Vec<u64> = pids.iter().copied().collect();
+        while let Some(pid) = frontier.pop() {
+            for &index in by_page.get(&pid).map_or(&[][..], Vec::as_slice) {
+                if !std::mem::replace(&mut taken[index], true) {
+                    frontier.extend(splits[index].pids.iter().filter(|pid| pids.insert(**pid)));
+                }
             }
         }
         let numbers: Vec<u64> =
             splits.iter().zip(&taken).filter(|(_, &t)| t).map(|(s, _)| s.number).collect();
-        debug_assert!(numbers.iter().all(|n| splits.iter().any(|s| s.number == *n)));
+        debug_assert!(numbers.windows(2).all(|w| w[0] < w[1]), "splits kept in their order");
+        debug_assert!(splits
+            .iter()
+            .zip(&taken)
+            .all(|(split, taken)| *taken == split.pids.iter().any(|pid| pids.contains(pid))));
         numbers
     }
 
@@ -153,13 +161,17 @@ impl Writer {
     /// from `split_mark`). Call it with the structure held.
     pub fn changed_since(&self, mark: u64) -> BTreeSet<u64> {
         let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        splits.iter().filter(|split| split.number >= mark).flat_map(|s| s.pids.clone()).collect()
+        let from = splits.partition_point(|split| split.number < mark);
+        splits[from..].iter().flat_map(|split| split.pids.iter().copied()).collect()
     }
 
     /// Forgets splits whose pages are durable (`closure`'s numbers, after the group).
     pub fn forget_splits(&self, numbers: &[u64]) {
+        debug_assert!(numbers.windows(2).all(|w| w[0] < w[1]), "numbers in order");
         let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        splits.retain(|split| !numbers.contains(&split.number));
+        // A search per split (a scan of `numbers` per split held the lock, and with it the
+        // next split, for tens of milliseconds with thousands pending).
+        splits.retain(|split| numbers.binary_search(&split.number).is_err());
     }
 
     /// Splits whose pages are not all durable.

@@ -74,6 +74,8 @@ io_stats! {
     syncs,
     /// Write-back hints (sync_file_range with SYNC_FILE_RANGE_WRITE).
     writeback_hints,
+    /// Bytes of mapped pages let go (`File::release_pages`).
+    released_bytes,
     /// msync calls.
     msyncs,
     /// persist calls.

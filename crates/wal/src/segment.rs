@@ -40,13 +40,13 @@ pub(crate) struct Segment {
 /// The access method a backend writes and reads segments with.
 pub(crate) fn method_for(backend: Backend) -> AccessMethod {
     match backend {
-        Backend::File => AccessMethod::Syscall,
+        Backend::File => AccessMethod::Mmap,
         Backend::Pmem => AccessMethod::Pmem,
     }
 }
 
-fn open_options(options: &WalOptions, capacity: u64) -> OpenOptions {
-    OpenOptions::new(method_for(options.backend))
+fn open_options(options: &WalOptions, method: AccessMethod, capacity: u64) -> OpenOptions {
+    OpenOptions::new(method)
         .mode(options.file_mode)
         .pmem_mode(options.pmem_mode)
         // The whole segment is allocated in one growth step.
@@ -69,7 +69,15 @@ impl Segment {
         if storage.exists(&temp)? {
             storage.remove_file(&temp)?;
         }
-        let file = storage.open(&temp, &open_options(options, capacity).create_new(true))?;
+        // The file backend zero-fills with system calls: through its mapping, every page
+        // would be faulted in and count as the process's memory.
+        let method = method_for(options.backend);
+        let filling = match options.backend {
+            Backend::File => AccessMethod::Syscall,
+            Backend::Pmem => method,
+        };
+        let file =
+            storage.open(&temp, &open_options(options, filling, capacity).create_new(true))?;
         let result = Self::fill(&file, options.backend, number, capacity).and_then(|()| {
             // CRASH: before the rename, recovery deletes the `.prepare` file; after it and
             // before the directory sync, the name may or may not survive, and either way the
@@ -84,6 +92,14 @@ impl Segment {
             let _ = storage.remove_file(&temp);
             return Err(error);
         }
+        let file = match filling == method {
+            true => file,
+            false => {
+                drop(file);
+                storage.open(&path, &open_options(options, method, capacity))?
+            }
+        };
+        assert_eq!(file.len(), capacity, "a prepared segment is its capacity");
         Ok(Segment { number, path, file, capacity })
     }
 

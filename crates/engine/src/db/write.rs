@@ -196,12 +196,6 @@ impl Inner {
         self.check_writable()?;
         self.slow_down();
         let payload = batch.encode();
-        // On the file backend a `Sync` write is appended without waiting, and made durable
-        // below, with no latch held, with whoever else is waiting.
-        let logged = match durability {
-            Durability::Sync => Durability::None,
-            other => other,
-        };
         let log = self.log()?;
         let apply = self.apply();
         let reads: Vec<&[u8]> = expect.iter().map(|(key, _)| *key).collect();
@@ -216,8 +210,15 @@ impl Inner {
         let lsn = {
             let _switch = read(&self.switch);
             let root = self.current.load().tree.root;
+            // On the file backend a `Sync` write is appended without waiting, and made
+            // durable below, with no latch held, with whoever else is waiting.
             let number = || {
-                log.append(batch_record(), &payload, logged).map(|lsn| lsn.0).map_err(Refusal::Log)
+                match durability {
+                    Durability::Sync => log.append_for_sync(batch_record(), &payload),
+                    other => log.append(batch_record(), &payload, other),
+                }
+                .map(|lsn| lsn.0)
+                .map_err(Refusal::Log)
             };
             match apply.checked(root, batch, &reads, check, number) {
                 Ok(lsn) => lsn,

@@ -264,6 +264,20 @@ impl MappedFile {
         self.write_syscall(buf, offset)
     }
 
+    /// `write_at` with pwrite instead of a copy into the mapping, on the `mmap` method; the
+    /// `pmem` method, whose durability is flushing the mapping, writes as `write_at` does.
+    pub(crate) fn write_at_syscall(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.method != AccessMethod::Mmap {
+            return self.write_at(buf, offset);
+        }
+        self.check_writable(Op::Write)?;
+        let end = checked_end(Op::Write, &self.path, offset, buf.len() as u64)?;
+        if end > self.size.load(Ordering::Acquire) {
+            self.grow_to(end)?;
+        }
+        self.write_syscall(buf, offset)
+    }
+
     /// Copies into the mapping: pmem copies (non-temporal for 256 B and more) where flushing is
     /// how data becomes durable, plain copies otherwise.
     ///
@@ -475,6 +489,37 @@ impl MappedFile {
         }
         self.write_syscall(&value.to_le_bytes(), offset)?;
         IoStats::bump(&self.stats.atomic_stores);
+        Ok(())
+    }
+
+    /// Drops the page-table entries of the pages wholly inside `offset..offset + len`
+    /// (MADV_DONTNEED on the shared mapping): resident memory drops, while the bytes stay
+    /// in the page cache and the file, dirty ones written back as before. A hint: skipped
+    /// while the mapping is being resized.
+    pub(crate) fn release_pages(&self, offset: u64, len: u64) -> Result<()> {
+        let end = checked_end(Op::Advise, &self.path, offset, len)?;
+        let Some(_guard) = self.gate.enter() else {
+            return Ok(());
+        };
+        let from = offset.next_multiple_of(self.page_bytes);
+        let to = end.min(self.map_len.load(Ordering::Relaxed) as u64) / self.page_bytes
+            * self.page_bytes;
+        if from < to {
+            if let Some(start) = self.mapped_range(from, to) {
+                // SAFETY: from..to is page-aligned and inside the live mapping, held by the
+                // guard; for a shared file mapping MADV_DONTNEED drops only page-table
+                // entries: a copy racing it faults the same page-cache page back in.
+                unsafe {
+                    rustix::mm::madvise(
+                        start.cast(),
+                        (to - from) as usize,
+                        rustix::mm::Advice::LinuxDontNeed,
+                    )
+                }
+                .map_err(|e| Error::from_rustix(Op::Advise, &self.path, e))?;
+                IoStats::add(&self.stats.released_bytes, to - from);
+            }
+        }
         Ok(())
     }
 

@@ -102,6 +102,18 @@ impl OsFile {
     pub(crate) fn advise_dontneed(&self) -> Result<()> {
         dispatch!(self, file => file.advise_dontneed())
     }
+    pub(crate) fn write_at_syscall(&self, buf: &[u8], offset: u64) -> Result<()> {
+        match self {
+            OsFile::Mapped(file) => file.write_at_syscall(buf, offset),
+            OsFile::Syscall(file) => file.write_at(buf, offset),
+        }
+    }
+    pub(crate) fn release_pages(&self, offset: u64, len: u64) -> Result<()> {
+        match self {
+            OsFile::Mapped(file) => file.release_pages(offset, len),
+            OsFile::Syscall(_) => Ok(()),
+        }
+    }
     pub(crate) fn method(&self) -> AccessMethod {
         dispatch!(self, file => file.method())
     }

@@ -920,6 +920,12 @@ impl SimFile {
         Ok(())
     }
 
+    /// Resident memory is not simulated: only the range is checked.
+    pub(crate) fn release_pages(&self, offset: u64, len: u64) -> Result<()> {
+        crate::checked_end(Op::Advise, &self.path, offset, len)?;
+        Ok(())
+    }
+
     pub(crate) fn advise_dontneed(&self) -> Result<()> {
         let _state = self.begin(Op::Advise)?;
         Ok(())

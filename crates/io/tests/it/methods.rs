@@ -307,3 +307,52 @@ fn a_vectored_write_equals_the_write_of_its_concatenation() {
         }
     }
 }
+
+/// This process's file-backed resident memory (`RssFile` of /proc/self/status), bytes.
+fn rss_file_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status.lines().find(|l| l.starts_with("RssFile:")).expect("RssFile line");
+    let kib: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("kB");
+    kib * 1024
+}
+
+#[test]
+fn released_pages_keep_their_bytes_and_leave_resident_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    const LEN: u64 = 32 << 20;
+    for method in AccessMethod::ALL {
+        let path = dir.path().join(format!("{method}.log"));
+        let file = open(&path, method, LEN);
+        let mut data = AlignedBuf::new(1 << 20);
+        data.copy_from_slice(&pattern(1 << 20, 9));
+        for offset in (0..LEN).step_by(data.len()) {
+            file.write_at(&data, offset).unwrap_or_else(|e| panic!("{method}: {e}"));
+        }
+        let before = rss_file_bytes();
+        // Half a page in at each end: only the whole pages between are let go.
+        file.release_pages(2048, LEN - 4096).unwrap_or_else(|e| panic!("{method}: {e}"));
+        let after = rss_file_bytes();
+        let released = file.stats().released_bytes;
+        if method == AccessMethod::Mmap {
+            assert_eq!(released, LEN - 2 * 4096, "whole pages only");
+            assert!(
+                before.saturating_sub(after) >= LEN * 3 / 4,
+                "{method}: resident file memory went from {before} to {after} bytes"
+            );
+        } else if method != AccessMethod::Pmem {
+            assert_eq!(released, 0, "{method} maps nothing");
+        }
+        // The dirty pages let go are still the file's, before and after a sync.
+        let mut back = AlignedBuf::new(data.len());
+        for offset in (0..LEN).step_by(data.len()) {
+            file.read_at(&mut back, offset).unwrap_or_else(|e| panic!("{method}: {e}"));
+            assert!(back[..] == data[..], "{method}: bytes at {offset} changed");
+        }
+        file.sync_data().unwrap_or_else(|e| panic!("{method}: {e}"));
+        drop(file);
+        let on_disk = std::fs::read(&path).expect("read back");
+        assert!(on_disk.chunks(data.len()).all(|chunk| chunk == &data[..]), "{method}");
+    }
+    let file = open(&dir.path().join("bad"), AccessMethod::Mmap, 4096);
+    assert!(file.release_pages(u64::MAX, 2).is_err(), "an overflowing range is an error");
+}

@@ -445,3 +445,69 @@ fn segments_grow_at_most_fourfold_each() {
     }
     assert!(sizes.iter().any(|size| *size > 2 << 20), "the segments never grew: {sizes:?}");
 }
+
+/// This process's file-backed resident memory (`RssFile` of /proc/self/status), bytes.
+fn rss_file_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status.lines().find(|l| l.starts_with("RssFile:")).expect("RssFile line");
+    line.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).expect("kB") * 1024
+}
+
+#[test]
+fn the_file_backend_lets_go_of_the_pages_appends_are_done_with() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = WalOptions {
+        segment_bytes: 16 << 20,
+        flush_interval: Duration::from_millis(5),
+        ..WalOptions::default()
+    };
+    let before = rss_file_bytes();
+    let wal = Wal::open(&Storage::Os, dir.path(), options, |_| {}).expect("open").wal;
+    let record = vec![5u8; 4000];
+    // 64 MiB of records through the segments' mappings, none truncated.
+    for _ in 0..16_000 {
+        wal.append(kind(), &record, Durability::Buffered).expect("append");
+    }
+    assert!(wal.file_bytes() >= 64 << 20, "{} bytes of segments", wal.file_bytes());
+    // The flusher lets go of them within a few of its rounds.
+    let mut held = u64::MAX;
+    for _ in 0..500 {
+        held = rss_file_bytes().saturating_sub(before);
+        if held < 8 << 20 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(held < 8 << 20, "the log still maps {held} bytes of 64 MiB written");
+    wal.close().expect("close");
+    let (_wal, records, _) = open_collect(&Storage::Os, dir.path(), WalOptions::default());
+    assert_eq!(records.len(), 16_000, "every record is still in the files");
+    assert!(records.iter().all(|(_, bytes)| *bytes == record));
+}
+
+#[test]
+fn the_file_backend_copies_unsynced_records_and_writes_synced_ones() {
+    let dir = tempfile::tempdir().expect("dir");
+    let wal = Wal::open(&Storage::Os, dir.path(), WalOptions::default(), |_| {}).expect("open").wal;
+    let record = vec![3u8; 1000];
+    let start = wal.active_io_stats();
+    for durability in [Durability::Buffered, Durability::None] {
+        wal.append(kind(), &record, durability).expect("append");
+    }
+    let copied = wal.active_io_stats().since(&start);
+    assert!(copied.write_bytes_mapped >= 2000, "{copied:?}");
+    assert_eq!(copied.write_bytes_syscall, 0, "{copied:?}");
+    let start = wal.active_io_stats();
+    wal.append(kind(), &record, Durability::Sync).expect("append");
+    let lsn = wal.append_for_sync(kind(), &record).expect("append");
+    assert_eq!(lsn, Lsn(4));
+    wal.sync_to(lsn).expect("sync");
+    assert!(wal.durable_lsn() >= lsn);
+    let written = wal.active_io_stats().since(&start);
+    assert!(written.write_bytes_syscall >= 2000, "{written:?}");
+    assert_eq!(written.write_bytes_mapped, 0, "{written:?}");
+    wal.close().expect("close");
+    let (_wal, records, _) = open_collect(&Storage::Os, dir.path(), WalOptions::default());
+    assert_eq!(records.len(), 4);
+    assert!(records.iter().all(|(_, bytes)| *bytes == record));
+}

@@ -15,7 +15,11 @@
 //! while it copies (a group under a steady stream of splits still ends). Holding splits
 //! off for the whole copy made them wait tens of milliseconds on a group of thousands of
 //! pages (in a two-level tree every leaf split changes the root, and the closure takes
-//! them all). The pages stay dirty, and resident,
+//! them all). A stock-taking looks only at the splits made since the last one (the
+//! writer keeps each page's pending splits; `Closure` remembers what a group took): with
+//! a search from every page each time, one held splits off for 20 to 160 ms in a YCSB
+//! load with 15,000 splits pending. The first closure of a group is still a search from
+//! every page of it. The pages stay dirty, and resident,
 //! while the group is written. Before it is written, `before_group` hears the highest LSN
 //! of its pages: the log must be durable up to it first (the write-ahead rule). Once the
 //! group is durable, each page no writer changed since its copy turns clean, and the splits
@@ -49,7 +53,7 @@ use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
 
 use crate::buffer::{BufferError, BufferPool, PageSource};
 use crate::page::slotted::Slotted;
-use crate::tree::write::Writer;
+use crate::tree::write::{Closure, Writer};
 
 /// What one write-back did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -185,29 +189,33 @@ fn copy_group<S: PageSource>(
     // Each page copied, with its image and version (none: it was clean, its block is its
     // image).
     let mut copies: BTreeMap<u64, Option<(Vec<u8>, u64)>> = BTreeMap::new();
+    let mut found = Closure::default();
     let (mut splits, mut mark) = {
         let _held = pool.hold_structure();
-        (writer.closure(&mut pids), writer.split_mark())
+        (writer.closure(&mut pids, &mut found), writer.split_mark())
     };
+    found.take_added();
     let mut todo: BTreeSet<u64> = pids.clone();
     let mut recopies = 0;
     // Pages a split changed since the last stock-taking may have been copied before it,
-    // and the splits may reach pages not in the group yet: those are copied (again).
+    // and the splits may reach pages not in the group yet: those are copied (again). Its
+    // cost follows the splits made since, not the group's size.
     let take_stock = |pids: &mut BTreeSet<u64>,
-                      copies: &BTreeMap<u64, _>,
+                      found: &mut Closure,
                       mark: &mut u64,
                       todo: &mut BTreeSet<u64>| {
         let changed = writer.changed_since(*mark);
-        let splits = writer.closure(pids);
+        let splits = writer.closure(pids, found);
         *mark = writer.split_mark();
-        todo.extend(pids.iter().filter(|pid| changed.contains(pid) || !copies.contains_key(pid)));
+        todo.extend(changed.into_iter().filter(|pid| pids.contains(pid)));
+        todo.extend(found.take_added());
         splits
     };
     // Bounded: the pass after the optimistic ones holds splits off throughout.
     for pass in 0.. {
         let held = (pass >= OPTIMISTIC_PASSES).then(|| pool.hold_structure());
         if held.is_some() {
-            splits = take_stock(&mut pids, &copies, &mut mark, &mut todo);
+            splits = take_stock(&mut pids, &mut found, &mut mark, &mut todo);
         }
         for pid in std::mem::take(&mut todo) {
             recopies += u64::from(copies.contains_key(&pid));
@@ -223,7 +231,7 @@ fn copy_group<S: PageSource>(
             break;
         }
         let _held = pool.hold_structure();
-        splits = take_stock(&mut pids, &copies, &mut mark, &mut todo);
+        splits = take_stock(&mut pids, &mut found, &mut mark, &mut todo);
         if todo.is_empty() {
             break;
         }

@@ -926,3 +926,79 @@ fn compare_and_swap_increments_from_threads_lose_none() {
     eprintln!("{} increments, {refused} checks refused", threads * each);
     assert!(refused > 0, "no check was ever refused: the threads never raced");
 }
+
+/// Every pending split that shares a page with `pids`, and theirs, until none adds more: the
+/// closure computed from scratch, for checking the incremental one.
+fn closure_from_scratch(writer: &Writer, pids: &mut BTreeSet<u64>) -> Vec<u64> {
+    let splits = writer.splits.lock().unwrap();
+    let mut taken = vec![false; splits.records.len()];
+    loop {
+        let mut grew = false;
+        for (split, taken) in splits.records.iter().zip(taken.iter_mut()) {
+            if !*taken && split.pids.iter().any(|pid| pids.contains(pid)) {
+                *taken = true;
+                pids.extend(&split.pids);
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    splits.records.iter().zip(&taken).filter(|(_, t)| **t).map(|(s, _)| s.number).collect()
+}
+
+#[test]
+fn a_closure_taken_in_steps_equals_one_taken_at_once() {
+    // Random splits over a few hundred pages, made between the calls of one group's
+    // closure, as splits run between a write-back's stock-takings; then some forgotten.
+    let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut next = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    for round in 0..20 {
+        let writer = Writer::new();
+        let push = |count: usize, next: &mut dyn FnMut(u64) -> u64| {
+            for _ in 0..count {
+                let number = writer.split_count.fetch_add(1, Ordering::Relaxed);
+                let pids = (0..2 + next(2)).map(|_| next(400)).collect();
+                writer.splits.lock().unwrap().push(SplitRecord { number, pids });
+            }
+        };
+        push(60, &mut next);
+        let start: BTreeSet<u64> = (0..3).map(|_| next(400)).collect();
+        let mut pids = start.clone();
+        let mut found = Closure::default();
+        let mut numbers = writer.closure(&mut pids, &mut found);
+        let mut added: BTreeSet<u64> = found.take_added().into_iter().collect();
+        for step in 0..5 {
+            push(20, &mut next);
+            let before = pids.clone();
+            numbers = writer.closure(&mut pids, &mut found);
+            let step_added: BTreeSet<u64> = found.take_added().into_iter().collect();
+            assert_eq!(step_added, &pids - &before, "round {round} step {step}: added pages");
+            added.extend(step_added);
+            let mut expected_pids = start.clone();
+            let expected = closure_from_scratch(&writer, &mut expected_pids);
+            assert_eq!(numbers, expected, "round {round} step {step}: the splits taken");
+            assert_eq!(pids, expected_pids, "round {round} step {step}: the pages");
+        }
+        assert!(added.is_superset(&(&pids - &start)), "round {round}");
+        // Forgetting the taken splits leaves the others, each still found by its pages.
+        writer.forget_splits(&numbers);
+        let splits = writer.splits.lock().unwrap();
+        assert_eq!(splits.records.len(), 160 - numbers.len(), "round {round}");
+        assert!(splits.records.iter().all(|s| numbers.binary_search(&s.number).is_err()));
+        for split in &splits.records {
+            for pid in &split.pids {
+                assert!(splits.by_page[pid].contains(&split.number), "round {round}");
+            }
+        }
+        let indexed: usize = splits.by_page.values().map(Vec::len).sum();
+        let held: usize = splits.records.iter().map(|s| s.pids.len()).sum();
+        assert_eq!(indexed, held, "round {round}: pages of forgotten splits stay indexed");
+    }
+}

@@ -279,7 +279,8 @@ struct StreamTail {
 
 /// The tails of the log, under the writer lock.
 struct Writer {
-    /// By `Stream`; the cold stream has none until cleaning first copies something.
+    /// By `Stream`; the cold stream has none until cleaning first copies something, nor
+    /// from when `shrink_to` seals its segment emptied of live blocks until the next copy.
     streams: [Option<StreamTail>; STREAMS],
     next_segment: u64,
     next_group: u64,
@@ -314,13 +315,17 @@ struct Inflight {
     groups: BTreeMap<u64, (Stream, u64, u64)>,
     /// Each stream's tail: (segment, offset).
     tails: [Option<(u64, u64)>; STREAMS],
+    /// For a stream with no tail: the segment its scan starts at (0 for one that never had
+    /// a segment; past the one `seal_idle_cold` sealed, which may be deleted).
+    scan_floor: [u64; STREAMS],
     next_group: u64,
     bytes_since_checkpoint: u64,
 }
 
 impl Inflight {
     /// Where a checkpoint taken now must have recovery start in `stream`: its first group
-    /// not yet in the map, or else its tail, or `(0, 0)` (all of it) when it has no segment.
+    /// not yet in the map, or else its tail, or when it has no active segment the start of
+    /// its floor (`(0, 0)`, all of it, when it never had one).
     fn scan_start(&self, stream: Stream) -> (u64, u64) {
         let pending = self
             .groups
@@ -328,7 +333,7 @@ impl Inflight {
             .filter(|(s, _, _)| *s == stream)
             .map(|&(_, segment, offset)| (segment, offset))
             .min();
-        pending.or(self.tails[stream as usize]).unwrap_or((0, 0))
+        pending.or(self.tails[stream as usize]).unwrap_or((self.scan_floor[stream as usize], 0))
     }
 
     /// The active segments, which cleaning must leave alone.
@@ -416,6 +421,8 @@ impl LogStore {
         let inflight = Inflight {
             groups: BTreeMap::new(),
             tails,
+            // A stream without a segment after recovery has none at all.
+            scan_floor: [0; STREAMS],
             next_group: writer.next_group,
             bytes_since_checkpoint: 0,
         };
@@ -548,15 +555,26 @@ impl BlockStore for LogStore {
         shared.check_writable()?;
         // A map checkpoint first: space and pointers it puts behind recovery's scan may go.
         shared.write_checkpoint()?;
-        // Bounded: each pass deletes a segment, or stops.
+        // Bounded: each pass deletes a segment, or stops (one more pass for the cold
+        // stream's active segment, once sealed).
         let segments = shared.read_index().segments.len();
-        for _ in 0..segments {
+        for _ in 0..=segments {
             if shared.read_index().file_bytes <= file_bytes {
                 break;
             }
             let cleaned = {
                 let _cleaning = lock(&shared.cleaning);
-                let Some(victim) = shared.pick_victim(true)? else { break };
+                let victim = match shared.pick_victim(true)? {
+                    Some(victim) => Some(victim),
+                    // Cleaning's own segment, emptied since (its blocks deleted), is the
+                    // last thing to give back.
+                    None => shared
+                        .seal_idle_cold()
+                        .then(|| shared.pick_victim(true))
+                        .transpose()?
+                        .flatten(),
+                };
+                let Some(victim) = victim else { break };
                 let cleaned = shared.clean_segment(victim);
                 lock(&shared.writer).cleaning = None;
                 cleaned?

@@ -151,6 +151,42 @@ impl Shared {
         Ok(best)
     }
 
+    /// Seals the cold stream's active segment when nothing in it is live, so that cleaning
+    /// may delete it; returns whether it did. The caller holds `cleaning`: only cleaning
+    /// writes to the cold stream, and each of its groups is durable and applied before its
+    /// cleaning goes on, so none is on its way there. The stream starts a new segment when
+    /// cleaning next copies something.
+    pub(super) fn seal_idle_cold(&self) -> bool {
+        let mut writer = lock(&self.writer);
+        let Some(tail) = &writer.streams[Stream::Cold as usize] else {
+            return false;
+        };
+        let number = tail.active.number;
+        {
+            let index = self.read_index();
+            let Some(info) = index.segments.get(&number) else {
+                return false;
+            };
+            let tombstones = index.tombstones.range((number, 0)..(number + 1, 0)).count();
+            if info.live_bytes != 0 || tombstones != 0 {
+                return false;
+            }
+        }
+        let mut inflight = lock(&self.inflight);
+        assert!(
+            inflight.groups.values().all(|(stream, _, _)| *stream != Stream::Cold),
+            "a relocation group in flight while cleaning holds its lock"
+        );
+        assert_eq!(inflight.tails[Stream::Cold as usize].map(|(n, _)| n), Some(number));
+        // CRASH: a checkpoint from now on has recovery scan the cold stream from past this
+        // segment, which holds nothing live: recovery needs none of it.
+        inflight.tails[Stream::Cold as usize] = None;
+        inflight.scan_floor[Stream::Cold as usize] = number + 1;
+        drop(inflight);
+        writer.streams[Stream::Cold as usize] = None;
+        true
+    }
+
     /// Copies the live blocks of `victim`, and the tombstones in it that recovery may still
     /// need, to the tail, and deletes it.
     pub(super) fn clean_segment(&self, victim: u64) -> Result<bool, BlockError> {

@@ -647,3 +647,58 @@ fn shrink_to_gives_back_what_a_mass_delete_freed() {
     }
     assert_eq!(store.read(BlockId(1)).expect("read"), None);
 }
+
+/// Cleaning's copies go to a segment of their own (the cold stream's); once those blocks are
+/// written again elsewhere, nothing in that segment is live, and `shrink_to` gives it back
+/// too, so a store shrinks to what it took before. The stream starts a new segment when
+/// cleaning next copies something, and every block reads the same after a reopen.
+#[test]
+fn shrink_to_gives_back_the_segment_of_cleanings_copies_once_nothing_in_it_is_live() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = StoreOptions { space_target: 50.0, ..small(Codec::None, AccessMethod::Syscall) };
+    let store = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
+    let blocks: Vec<(BlockId, Vec<u8>)> =
+        (0..600u64).map(|id| (BlockId(id), content(BlockId(id), 1, 3000))).collect();
+    for chunk in blocks.chunks(20) {
+        put_all(&store, chunk);
+    }
+    let deletes: Vec<BlockWrite<'_>> =
+        (0..600u64).filter(|id| id % 10 != 0).map(|id| BlockWrite::Delete(BlockId(id))).collect();
+    for chunk in deletes.chunks(60) {
+        store.apply_group(chunk).expect("delete");
+    }
+    // The survivors are copied to the cold stream's segment.
+    let packed = store.shrink_to(0).expect("shrink");
+    assert!(store.stats().blocks_relocated >= 40, "{:?}", store.stats());
+    // Written again: their copies in the cold segment die.
+    let survivors: Vec<(BlockId, Vec<u8>)> =
+        (0..600u64).step_by(10).map(|id| (BlockId(id), content(BlockId(id), 2, 3000))).collect();
+    put_all(&store, &survivors);
+    let after = store.shrink_to(0).expect("shrink again");
+    let live = store.stats().live_bytes;
+    assert_eq!(after, store.stats().file_bytes);
+    // Less than a segment's worth more than is live: no segment empty of live blocks is left.
+    assert!(
+        after < packed && after < live + options.segment_bytes,
+        "{packed} -> {after} bytes, {live} live: the cold segment stayed"
+    );
+    // Cleaning copies again: into a new cold segment.
+    let relocated = store.stats().blocks_relocated;
+    let again: Vec<(BlockId, Vec<u8>)> =
+        (0..600u64).step_by(20).map(|id| (BlockId(id), content(BlockId(id), 3, 3000))).collect();
+    put_all(&store, &again);
+    store.shrink_to(0).expect("a third shrink");
+    assert!(store.stats().blocks_relocated > relocated, "nothing was copied the third time");
+    let expected = |id: u64| content(BlockId(id), if id.is_multiple_of(20) { 3 } else { 2 }, 3000);
+    for id in (0..600u64).step_by(10) {
+        assert_eq!(store.read(BlockId(id)).expect("read"), Some(expected(id)), "block {id}");
+    }
+    store.close().expect("close");
+    let store = LogStore::open(&Storage::Os, dir.path(), options).expect("reopen");
+    for id in 0..600u64 {
+        let found = store.read(BlockId(id)).expect("read after reopen");
+        let wanted = id.is_multiple_of(10).then(|| expected(id));
+        assert_eq!(found, wanted, "block {id} after reopen");
+    }
+    store.close().expect("close");
+}

@@ -29,6 +29,9 @@ pub struct StoreStats {
     pub file_bytes: u64,
     /// log store: segments deleted by cleaning.
     pub segments_cleaned: u64,
+    /// log store: the cold stream's segments `shrink_to` sealed once nothing in them was
+    /// live (each then deleted like a cleaned one).
+    pub cold_segments_sealed: u64,
     /// log store: live blocks copied by cleaning.
     pub blocks_relocated: u64,
     /// log store: bytes written by those copies.
@@ -115,6 +118,7 @@ pub(crate) struct Counters {
     pub reads: AtomicU64,
     pub read_bytes: AtomicU64,
     pub segments_cleaned: AtomicU64,
+    pub cold_segments_sealed: AtomicU64,
     pub blocks_relocated: AtomicU64,
     pub relocated_bytes: AtomicU64,
     pub checkpoints: AtomicU64,
@@ -146,6 +150,7 @@ impl Counters {
             live_bytes,
             file_bytes,
             segments_cleaned: get(&self.segments_cleaned),
+            cold_segments_sealed: get(&self.cold_segments_sealed),
             blocks_relocated: get(&self.blocks_relocated),
             relocated_bytes: get(&self.relocated_bytes),
             checkpoints: get(&self.checkpoints),

@@ -184,6 +184,7 @@ impl Shared {
         inflight.scan_floor[Stream::Cold as usize] = number + 1;
         drop(inflight);
         writer.streams[Stream::Cold as usize] = None;
+        Counters::add(&self.counters.cold_segments_sealed, 1);
         true
     }
 

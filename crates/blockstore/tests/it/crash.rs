@@ -4,7 +4,9 @@
 //! free space with pointers in the log, so the sweeps cover pointers whose blocks were torn
 //! or never written. Two workloads: one cleans often (a tight space target, cleaning every
 //! third group); the other loads several segments of data first and cleans rarely, so that
-//! space freed in older segments is reused, much of it before the next map checkpoint. Then
+//! space freed in older segments is reused, much of it before the next map checkpoint; a
+//! third writes a few ids over and over and shrinks the files every fifth group, so that
+//! the cold stream's segment empties and is sealed and deleted. Then
 //! the store is recovered from crash images taken before every recorded op, 16 or more per
 //! point: torn writes (8 B, 512 B, 4 KiB), random subsets, random prefixes.
 //!
@@ -36,6 +38,8 @@ struct Sweep {
     options: StoreOptions,
     checkpoint_every: usize,
     clean_every: usize,
+    /// `shrink_to(0)` in place of cleaning after every this many groups (0: never).
+    shrink_every: usize,
 }
 
 fn full() -> bool {
@@ -60,6 +64,7 @@ fn cleaning_sweep() -> Sweep {
         },
         checkpoint_every: 4,
         clean_every: 3,
+        shrink_every: 0,
     }
 }
 
@@ -82,6 +87,30 @@ fn reuse_sweep() -> Sweep {
         },
         checkpoint_every: 5,
         clean_every: 10,
+        shrink_every: 0,
+    }
+}
+
+/// A few ids written over and over, and `shrink_to(0)` every fifth group: it copies the
+/// live blocks to the cold stream, the groups after write most of them again, and a later
+/// shrink finds the cold segment empty, seals it and deletes it.
+fn shrink_sweep() -> Sweep {
+    let (groups, images_per_point) = if full() { (120, 32) } else { (40, 16) };
+    Sweep {
+        groups,
+        ids: 8,
+        sizes: 100..6000,
+        images_per_point,
+        load_group: 0,
+        options: StoreOptions {
+            segment_bytes: 64 << 10,
+            space_target: 1.1,
+            background_cleaning: false,
+            ..StoreOptions::default()
+        },
+        checkpoint_every: 4,
+        clean_every: usize::MAX,
+        shrink_every: 5,
     }
 }
 
@@ -131,7 +160,7 @@ fn read_all(store: &LogStore, ids: u64) -> Content {
 }
 
 /// Runs the workload; returns, for each group, `op_count()` once it was acknowledged, the
-/// segments cleaned, and the store's figures at the end.
+/// segments `clean_once` cleaned, and the store's figures at the end.
 fn run_workload(
     fs: &SimFs,
     dir: &Path,
@@ -148,7 +177,10 @@ fn run_workload(
         if g % sweep.checkpoint_every == sweep.checkpoint_every - 1 {
             store.checkpoint().expect("checkpoint");
         }
-        if g % sweep.clean_every == sweep.clean_every - 1 {
+        if sweep.shrink_every > 0 && g % sweep.shrink_every == sweep.shrink_every - 1 {
+            // Cleans everything worth it, and seals an emptied cold segment to delete it.
+            store.shrink_to(0).expect("shrink");
+        } else if g % sweep.clean_every == sweep.clean_every - 1 {
             // Cleaning writes a checkpoint of its own when its victim needs one.
             let mut passes = 0;
             while store.clean_once().expect("clean") {
@@ -200,6 +232,17 @@ fn log_store_reuse_crash_sweep() {
     assert!(
         report.torn_pointers > 0,
         "no image had a torn pointed-at block: pointers are not covered"
+    );
+}
+
+#[test]
+fn log_store_shrink_crash_sweep() {
+    let seed = seed_from_env(0x5eed_5212);
+    let report = run_sweep("log store shrink sweep", &shrink_sweep(), seed);
+    assert!(
+        report.stats.cold_segments_sealed >= 2,
+        "{} emptied cold segments were sealed: shrinking past them is not covered",
+        report.stats.cold_segments_sealed
     );
 }
 
@@ -302,8 +345,10 @@ fn run_sweep(name: &str, sweep: &Sweep, seed: u64) -> SweepReport {
         }
     }
     eprintln!(
-        "{name}: {} groups, {cleaned} segments cleaned, {} checkpoints, {} blocks to reused space ({} bytes reusable before a checkpoint), {ops} crash points, {images} images, {} groups recovered on average, {torn_tails} images with a torn tail ({torn_pointers} at a pointer whose block did not match)",
+        "{name}: {} groups, {cleaned} segments cleaned ({} in all, shrinks' included; {} cold ones sealed), {} checkpoints, {} blocks to reused space ({} bytes reusable before a checkpoint), {ops} crash points, {images} images, {} groups recovered on average, {torn_tails} images with a torn tail ({torn_pointers} at a pointer whose block did not match)",
         groups.len(),
+        stats.segments_cleaned,
+        stats.cold_segments_sealed,
         stats.checkpoints,
         stats.reused_blocks,
         stats.reusable_at_once_bytes,

@@ -69,9 +69,38 @@ fn poison_case(backend: Backend, op: Op) {
 }
 
 fn wal_prepared_then(wal: &Wal) {
-    // Segment 1 at open, segment 2 in the background: wait, so no preparation call races
-    // with the faults below.
-    wait_prepared(wal, 2);
+    // Segment 1 at open, segments 2 and 3 in the background: wait, so no preparation call
+    // races with the faults below.
+    wait_prepared(wal, 3);
+}
+
+/// The preparer keeps two segments ready ahead of the active one, and again after each
+/// rotation; a crash while they hold no record loses no acknowledged record, and recovery
+/// removes them.
+#[test]
+fn two_segments_stay_prepared_ahead_and_a_crash_keeps_every_record() {
+    for backend in [Backend::File, Backend::Pmem] {
+        let fs = SimFs::new();
+        let dir = Path::new("/wal");
+        let (wal, _, _) = open_collect(&Storage::Sim(fs.clone()), dir, options(backend, 64 << 10));
+        wait_prepared(&wal, 3);
+        let mut acked = Vec::new();
+        while wal.stats().rotations < 2 {
+            let bytes = payload(2, acked.len(), 900);
+            acked.push((wal.append(kind(), &bytes, Durability::Sync).expect("append"), bytes));
+            assert!(acked.len() < 10_000, "{backend}: the log never rotated");
+        }
+        // Two rotations took two prepared segments: two more follow them.
+        wait_prepared(&wal, 5);
+        let image = fs.crash_image(fs.op_count(), CrashModel::DropAll, 1);
+        drop(wal);
+        let (wal, records, report) =
+            open_collect(&Storage::Sim(image), dir, options(backend, 64 << 10));
+        assert_eq!(records, acked, "{backend}");
+        assert_eq!(report.removed_segments.len(), 2, "{backend}: {report:?}");
+        assert_eq!(report.discarded_bytes, 0, "{backend}: {report:?}");
+        wal.append(kind(), b"after reopen", Durability::Sync).expect("append after reopen");
+    }
 }
 
 #[test]

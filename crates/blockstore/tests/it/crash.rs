@@ -46,6 +46,17 @@ fn full() -> bool {
     std::env::var("TIERKV_BLOCKS_SWEEP").as_deref() == Ok("full")
 }
 
+/// Small segments so the workloads rotate, cleaning only when the workload asks, and the
+/// space target given.
+fn sweep_options(space_target: f64) -> StoreOptions {
+    StoreOptions {
+        segment_bytes: 64 << 10,
+        space_target,
+        background_cleaning: false,
+        ..StoreOptions::default()
+    }
+}
+
 /// Small segments so the workload rotates, a tight space target and cleaning every third
 /// group so it cleans often.
 fn cleaning_sweep() -> Sweep {
@@ -56,12 +67,7 @@ fn cleaning_sweep() -> Sweep {
         sizes: 100..6000,
         images_per_point,
         load_group: 0,
-        options: StoreOptions {
-            segment_bytes: 64 << 10,
-            space_target: 1.1,
-            background_cleaning: false,
-            ..StoreOptions::default()
-        },
+        options: sweep_options(1.1),
         checkpoint_every: 4,
         clean_every: 3,
         shrink_every: 0,
@@ -79,12 +85,7 @@ fn reuse_sweep() -> Sweep {
         sizes: 1000..3000,
         images_per_point,
         load_group: 16,
-        options: StoreOptions {
-            segment_bytes: 64 << 10,
-            space_target: 1.3,
-            background_cleaning: false,
-            ..StoreOptions::default()
-        },
+        options: sweep_options(1.3),
         checkpoint_every: 5,
         clean_every: 10,
         shrink_every: 0,
@@ -102,12 +103,7 @@ fn shrink_sweep() -> Sweep {
         sizes: 100..6000,
         images_per_point,
         load_group: 0,
-        options: StoreOptions {
-            segment_bytes: 64 << 10,
-            space_target: 1.1,
-            background_cleaning: false,
-            ..StoreOptions::default()
-        },
+        options: sweep_options(1.1),
         checkpoint_every: 4,
         clean_every: usize::MAX,
         shrink_every: 5,

@@ -607,21 +607,18 @@ fn large_groups_written_in_pieces_read_back_before_and_after_reopen() {
     }
 }
 
-/// Most blocks deleted at once, under the space target's reach: `shrink_to` cleans past the
-/// target until the files are no larger than asked (or nothing is worth cleaning), and every
-/// live block reads the same, before and after a reopen.
-#[test]
-fn shrink_to_gives_back_what_a_mass_delete_freed() {
-    let dir = tempfile::tempdir().expect("dir");
+/// A store (in `dir`, a 50x space target so the cleaner leaves it alone) that took 600
+/// blocks of 3000 bytes, then lost all but every tenth in groups of deletes. Returns the
+/// store, its options, the blocks first written, and the file bytes before the deletes.
+fn store_with_most_deleted(dir: &Path) -> (LogStore, StoreOptions, Vec<(BlockId, Vec<u8>)>, u64) {
     let options = StoreOptions { space_target: 50.0, ..small(Codec::None, AccessMethod::Syscall) };
-    let store = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
+    let store = LogStore::open(&Storage::Os, dir, options.clone()).expect("open");
     let blocks: Vec<(BlockId, Vec<u8>)> =
         (0..600u64).map(|id| (BlockId(id), content(BlockId(id), 1, 3000))).collect();
     for chunk in blocks.chunks(20) {
         put_all(&store, chunk);
     }
     let full = store.stats().file_bytes;
-    // Every block but each tenth goes; the cleaner's 50x target lets the files stay.
     for chunk in blocks.chunks(60) {
         let deletes: Vec<BlockWrite<'_>> = chunk
             .iter()
@@ -630,6 +627,17 @@ fn shrink_to_gives_back_what_a_mass_delete_freed() {
             .collect();
         store.apply_group(&deletes).expect("delete");
     }
+    (store, options, blocks, full)
+}
+
+/// Most blocks deleted at once, under the space target's reach: `shrink_to` cleans past the
+/// target until the files are no larger than asked (or nothing is worth cleaning), and every
+/// live block reads the same, before and after a reopen.
+#[test]
+fn shrink_to_gives_back_what_a_mass_delete_freed() {
+    let dir = tempfile::tempdir().expect("dir");
+    // Every block but each tenth goes; the cleaner's 50x target lets the files stay.
+    let (store, options, blocks, full) = store_with_most_deleted(dir.path());
     while store.clean_once().expect("clean") {}
     let before = store.stats().file_bytes;
     assert!(before > full / 2, "the cleaner gave space back already: {full} -> {before}");
@@ -655,18 +663,7 @@ fn shrink_to_gives_back_what_a_mass_delete_freed() {
 #[test]
 fn shrink_to_gives_back_the_segment_of_cleanings_copies_once_nothing_in_it_is_live() {
     let dir = tempfile::tempdir().expect("dir");
-    let options = StoreOptions { space_target: 50.0, ..small(Codec::None, AccessMethod::Syscall) };
-    let store = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
-    let blocks: Vec<(BlockId, Vec<u8>)> =
-        (0..600u64).map(|id| (BlockId(id), content(BlockId(id), 1, 3000))).collect();
-    for chunk in blocks.chunks(20) {
-        put_all(&store, chunk);
-    }
-    let deletes: Vec<BlockWrite<'_>> =
-        (0..600u64).filter(|id| id % 10 != 0).map(|id| BlockWrite::Delete(BlockId(id))).collect();
-    for chunk in deletes.chunks(60) {
-        store.apply_group(chunk).expect("delete");
-    }
+    let (store, options, _, _) = store_with_most_deleted(dir.path());
     // The survivors are copied to the cold stream's segment.
     let packed = store.shrink_to(0).expect("shrink");
     assert!(store.stats().blocks_relocated >= 40, "{:?}", store.stats());

@@ -40,8 +40,9 @@
 //! durable before its stream's next one holds anything, so recovery can treat the first
 //! invalid block (or unresolvable pointer) of any segment but a stream's last as damage, not
 //! as a torn tail. A group-commit round syncs every segment written since its last sync.
-//! Segments are zero-filled when created, so a block write never changes a file's extent map
-//! (which would make each fdatasync write metadata too).
+//! Segments are zero-filled when created (unless `zero_fill_segments` is off, as the engine
+//! sets it), so a block write never changes a file's extent map (which would make each
+//! fdatasync write metadata too); unwritten, allocated space reads as zeros either way.
 //!
 //! **Map checkpoints** (`checkpoint`): the map is written to `{sequence}.map` (temp file,
 //! sync, rename, directory sync) with, for each stream, the position where recovery's scan

@@ -29,6 +29,14 @@ pub struct StoreOptions {
     pub space_target: f64,
     /// Run the background cleaner. Default true; tests turn it off to clean by hand.
     pub background_cleaning: bool,
+    /// Write zeros over a new segment before it takes blocks (a second write of each byte).
+    /// With them, a block write never changes the file's extent map, so the fdatasync after
+    /// a small group writes no metadata; without them, the space is only allocated
+    /// (fallocate: reads of it return zeros all the same) and the first write into each
+    /// extent converts it. Zeros suit many small synced groups (the default, true); a
+    /// writer of large background groups (the engine's write-back) turns them off, since
+    /// they double its writes and their fsync stalls the next group.
+    pub zero_fill_segments: bool,
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,
     /// Open without writing anything (`LogStore` only): every file is opened read-only,
@@ -47,6 +55,7 @@ impl Default for StoreOptions {
             checkpoint_bytes: 256 << 20,
             space_target: 1.3,
             background_cleaning: true,
+            zero_fill_segments: true,
             file_mode: tierkv_io::DEFAULT_FILE_MODE,
             read_only: false,
         }

@@ -56,8 +56,9 @@ pub struct Options {
     pub read_method: AccessMethod,
     /// How pages are compressed on disk. Default `None`.
     pub compression: Codec,
-    /// The largest block-store segment file: segments are zero-filled at creation and sized
-    /// by the write rate from 1 MiB up to this. Default 16 MiB.
+    /// The largest block-store segment file: segments are allocated (not zero-filled: the
+    /// write-back's groups are large) and sized by the write rate from 1 MiB up to this.
+    /// Default 16 MiB.
     pub block_segment_bytes: u64,
     /// A checkpoint starts once this many bytes were logged since the last. Default 64 MiB.
     pub checkpoint_log_bytes: u64,

@@ -107,6 +107,11 @@ impl Store for TierkvStore {
             "page_cache_evictions": stats.cache.evictions,
             "block_reads": stats.blocks.reads,
             "block_read_bytes": stats.blocks.read_bytes,
+            "block_bytes_written": stats.blocks.device_bytes_written,
+            "checkpoints": stats.checkpoints,
+            "checkpoint_groups": stats.checkpoint_groups,
+            "pages_written": stats.pages_written,
+            "write_stalls": stats.stalls,
             "tier": stats.tier,
         }))
     }

@@ -250,7 +250,7 @@ pub(super) fn recover(
         next_segment += 1;
         let capacity = options.sizing().min_bytes;
         let segment =
-            Arc::new(create_segment(storage, dir, options, number, capacity, Stream::User)?);
+            Arc::new(create_segment(storage, dir, options, number, capacity, Stream::User)?.0);
         index.segments.insert(
             number,
             SegmentInfo {

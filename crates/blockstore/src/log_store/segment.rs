@@ -1,9 +1,11 @@
 //! Segment files: the store's directory made durably, a segment created (temp file with its
-//! header, allocated, zero-filled, synced, renamed, directory synced) or opened (a handle for
+//! header, allocated, zero-filled unless the options say not, synced, renamed, directory synced) or opened (a handle for
 //! appends and one for reads by the configured method), and a segment cut at a torn tail and
 //! refilled with zeros.
 //!
-//! Must never: give a segment its name before it is allocated, zero-filled and synced.
+//! Must never: give a segment its name before it is allocated (and zero-filled, if it is to
+//! be) and synced. Space allocated and never written reads as zeros, so recovery's scan ends
+//! at the first unwritten block either way.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,11 +46,11 @@ pub(super) fn open_segment(
     Ok(SegmentFile { number, path, writer, reader })
 }
 
-/// Creates a segment: a temp file with its header, allocated to `capacity`, zero-filled and
-/// synced, then renamed into place and the directory synced. Zero-filling costs one write
-/// of the segment, but then no block write changes the file's extent map (a write into
-/// preallocated, never written space does, and each fdatasync after it writes that
-/// metadata too).
+/// Creates a segment: a temp file with its header, allocated to `capacity`, zero-filled if
+/// `options.zero_fill_segments` and synced, then renamed into place and the directory synced.
+/// Zero-filling costs one write of the segment, but then no block write changes the file's
+/// extent map (a write into preallocated, never written space does, and each fdatasync after
+/// it writes that metadata too). Returns the segment and the bytes written to make it.
 pub(super) fn create_segment(
     storage: &Storage,
     dir: &Path,
@@ -56,7 +58,7 @@ pub(super) fn create_segment(
     number: u64,
     capacity: u64,
     stream: Stream,
-) -> Result<SegmentFile, BlockError> {
+) -> Result<(SegmentFile, u64), BlockError> {
     let name = format::segment_file_name(number);
     let temp = dir.join(format!("{name}.tmp"));
     let file = storage.open(
@@ -72,14 +74,20 @@ pub(super) fn create_segment(
         file.set_len(capacity)?;
     }
     let header = SegmentHeader { number, capacity, stream: stream as u8 };
-    file.write_at(&format::encode_segment_header(&header), 0)?;
-    write_zeros(&file, BLOCKS_START, capacity)?;
+    let encoded = format::encode_segment_header(&header);
+    file.write_at(&encoded, 0)?;
+    let mut written = encoded.len() as u64;
+    if options.zero_fill_segments {
+        write_zeros(&file, BLOCKS_START, capacity)?;
+        written = capacity;
+    }
     file.sync_all()?;
+    assert_eq!(file.len(), capacity, "segment {number} is not its capacity after the sync");
     drop(file);
     storage.rename(&temp, dir.join(&name))?;
     // CRASH: before this returns the segment may vanish; it holds nothing yet.
     storage.sync_dir(dir)?;
-    open_segment(storage, dir, options, number)
+    Ok((open_segment(storage, dir, options, number)?, written))
 }
 
 /// Cuts a segment at `cut` and makes it `capacity` bytes again, zero after the cut, durably.

@@ -334,8 +334,8 @@ impl Shared {
         let segment =
             match create_segment(&self.storage, &self.dir, &self.options, number, capacity, stream)
             {
-                Ok(segment) => {
-                    Counters::add(&self.counters.device_bytes_written, capacity);
+                Ok((segment, written)) => {
+                    Counters::add(&self.counters.device_bytes_written, written);
                     Counters::add(&self.counters.syncs, 2);
                     Arc::new(segment)
                 }

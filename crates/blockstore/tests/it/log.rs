@@ -699,3 +699,40 @@ fn shrink_to_gives_back_the_segment_of_cleanings_copies_once_nothing_in_it_is_li
     }
     store.close().expect("close");
 }
+
+#[test]
+fn segments_made_without_zeros_write_each_byte_once_and_read_back_across_reopen() {
+    let mut written = Vec::new();
+    for zero_fill_segments in [true, false] {
+        let dir = tempfile::tempdir().expect("dir");
+        let options =
+            StoreOptions { zero_fill_segments, ..small(Codec::None, AccessMethod::Mmap) };
+        let store = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
+        let mut expected = BTreeMap::new();
+        // 30 groups of 4 blocks of 20 KiB: 2.4 MiB, about ten 256 KiB segments.
+        for g in 0..30u64 {
+            let blocks: Vec<(BlockId, Vec<u8>)> = (0..4)
+                .map(|i| {
+                    let id = BlockId(g * 4 + i);
+                    (id, content(id, g, 20 << 10))
+                })
+                .collect();
+            put_all(&store, &blocks);
+            expected.extend(blocks);
+        }
+        let stats = store.stats();
+        assert!(stats.file_bytes >= 2 << 20, "too few segments: {stats:?}");
+        written.push((stats.device_bytes_written, stats.payload_bytes));
+        store.close().expect("close");
+        let store = LogStore::open(&Storage::Os, dir.path(), options).expect("reopen");
+        for (id, block) in &expected {
+            assert_eq!(store.read(*id).expect("read").as_ref(), Some(block), "block {id}");
+        }
+        assert_eq!(store.verify().expect("verify").blocks, expected.len() as u64);
+    }
+    let [(zeros, payload), (no_zeros, _)] = written[..] else { unreachable!() };
+    // Without zeros a segment costs its header, not its capacity: the blocks, their
+    // headers and the unused tails of segments, well under twice the payload.
+    assert!(no_zeros < payload * 3 / 2, "{no_zeros} bytes written for {payload} of payload");
+    assert!(zeros > no_zeros + payload / 2, "zeros {zeros}, none {no_zeros}, payload {payload}");
+}

@@ -425,6 +425,9 @@ fn start(
         segment_bytes: options.block_segment_bytes,
         file_mode: options.file_mode,
         read_only,
+        // The write-back writes large groups in the background: zeros would double its
+        // writes, and their fsync at each new segment stalled it (the load's slowest inserts).
+        zero_fill_segments: false,
         ..StoreOptions::default()
     };
     let blocks = LogStore::open(storage, &blocks_dir, store_options)?;

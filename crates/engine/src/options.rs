@@ -60,7 +60,10 @@ pub struct Options {
     /// write-back's groups are large) and sized by the write rate from 1 MiB up to this.
     /// Default 16 MiB.
     pub block_segment_bytes: u64,
-    /// A checkpoint starts once this many bytes were logged since the last. Default 64 MiB.
+    /// A checkpoint starts once this many bytes were logged since the last, and at least as
+    /// many as the dirty pages it would write (so that checkpoints write no more page bytes
+    /// than the log takes; recovery then replays at most the larger of the two). Default
+    /// 64 MiB.
     pub checkpoint_log_bytes: u64,
     /// A checkpoint starts at least this often while there are writes. Default 60 s.
     pub checkpoint_interval: Duration,

@@ -74,6 +74,7 @@ pub mod measure;
 mod options;
 mod os;
 pub mod pmem;
+pub mod priority;
 mod region;
 mod remap_gate;
 mod sigbus;

@@ -195,7 +195,7 @@ fn copy_group<S: PageSource>(
     let mut found = Closure::default();
     // The first search holds no split off: the splits made while it runs count as made
     // after it (`looked_to` is the mark), so the stock-taking below finds them.
-    let mut splits = writer.closure(&mut pids, &mut found);
+    writer.closure(&mut pids, &mut found);
     let mut mark = found.looked_to().expect("invariant: after a call");
     found.take_added();
     let mut todo: BTreeSet<u64> = pids.clone();
@@ -208,17 +208,16 @@ fn copy_group<S: PageSource>(
                       mark: &mut u64,
                       todo: &mut BTreeSet<u64>| {
         let changed = writer.changed_since(*mark);
-        let splits = writer.closure(pids, found);
+        writer.closure(pids, found);
         *mark = writer.split_mark();
         todo.extend(changed.into_iter().filter(|pid| pids.contains(pid)));
         todo.extend(found.take_added());
-        splits
     };
     // Bounded: the pass after the optimistic ones holds splits off throughout.
     for pass in 0.. {
         let held = (pass >= OPTIMISTIC_PASSES).then(|| pool.hold_structure());
         if held.is_some() {
-            splits = take_stock(&mut pids, &mut found, &mut mark, &mut todo);
+            take_stock(&mut pids, &mut found, &mut mark, &mut todo);
         }
         for pid in std::mem::take(&mut todo) {
             recopies += u64::from(copies.contains_key(&pid));
@@ -234,7 +233,7 @@ fn copy_group<S: PageSource>(
             break;
         }
         let _held = pool.hold_structure();
-        splits = take_stock(&mut pids, &mut found, &mut mark, &mut todo);
+        take_stock(&mut pids, &mut found, &mut mark, &mut todo);
         if todo.is_empty() {
             break;
         }
@@ -244,7 +243,7 @@ fn copy_group<S: PageSource>(
         .into_iter()
         .filter_map(|(pid, copy)| copy.map(|(image, version)| (pid, image, version)))
         .collect();
-    Ok((images, splits, recopies))
+    Ok((images, found.taken(), recopies))
 }
 
 #[cfg(test)]

@@ -170,6 +170,11 @@ impl Closure {
         std::mem::take(&mut self.added)
     }
 
+    /// The numbers of the splits taken so far, ascending.
+    pub fn taken(&self) -> Vec<u64> {
+        self.taken.iter().copied().collect()
+    }
+
     /// The splits numbered below this were looked at by the calls so far (`None`: no call
     /// yet); later ones are left to the next call. As a `split_mark`, it takes the splits
     /// made while the last call ran for made after it.
@@ -195,8 +200,9 @@ impl Writer {
     }
 
     /// Adds to `pids` every page of each split not yet durable that changed one of them,
-    /// until no split adds more; returns those splits' numbers, for `forget_splits` once
-    /// a group holding `pids` is durable. Call it with the same `found` for one group each
+    /// until no split adds more; `found.taken()` then gives those splits' numbers, for
+    /// `forget_splits` once a group holding `pids` is durable (not returned by each call,
+    /// which would cost the number taken so far under the caller's hold). Call it with the same `found` for one group each
     /// time and `pids` changed only by these calls: a call after the first looks only at
     /// the splits made since the last and at what they add (a search from every page each
     /// time held splits off for 20 to 160 ms with 15,000 splits pending in a YCSB load).
@@ -204,7 +210,7 @@ impl Writer {
     /// `Closure::looked_to` on, which the next call looks at (and `changed_since` finds).
     /// It lets go of the split lock every `CLOSURE_STEP` pages, so that splits go on
     /// beside a search over a hundred thousand pages (one took 165 ms in a YCSB load).
-    pub fn closure(&self, pids: &mut BTreeSet<u64>, found: &mut Closure) -> Vec<u64> {
+    pub fn closure(&self, pids: &mut BTreeSet<u64>, found: &mut Closure) {
         let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
         // Every split numbered below this is recorded (numbered and recorded under the lock).
         let next = self.split_count.load(std::sync::atomic::Ordering::Relaxed);
@@ -259,7 +265,18 @@ impl Writer {
         debug_assert!(splits.records.iter().filter(|split| split.number < next).all(|split| {
             found.taken.contains(&split.number) == split.pids.iter().any(|pid| pids.contains(pid))
         }));
-        found.taken.iter().copied().collect()
+    }
+
+    /// Numbers and records a split that changed `pids`. Numbered and recorded under one
+    /// lock: every split numbered below `split_count`, read under it, is recorded (or
+    /// forgotten), which `closure` relies on.
+    fn record_split(&self, pids: Vec<u64>) {
+        self.recording.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
+        let number = self.split_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        splits.push(SplitRecord { number, pids });
+        drop(splits);
+        self.recording.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The number the next split will take: every split numbered below it is done (with
@@ -534,14 +551,7 @@ impl Writer {
         // ones above it did not), and every page made.
         let pids: Vec<u64> =
             path[changed_from..].iter().chain(&created).map(Exclusive::pid).collect();
-        // Numbered and recorded under one lock: every split numbered below `split_count`,
-        // read under it, is recorded (or forgotten), which `closure` relies on.
-        self.recording.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        let number = self.split_count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        splits.push(SplitRecord { number, pids });
-        drop(splits);
-        self.recording.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.record_split(pids);
         drop(created);
         drop(path);
         Ok(())

@@ -972,12 +972,14 @@ fn a_closure_taken_in_steps_equals_one_taken_at_once() {
         let start: BTreeSet<u64> = (0..3).map(|_| next(400)).collect();
         let mut pids = start.clone();
         let mut found = Closure::default();
-        let mut numbers = writer.closure(&mut pids, &mut found);
+        writer.closure(&mut pids, &mut found);
+        let mut numbers = found.taken();
         let mut added: BTreeSet<u64> = found.take_added().into_iter().collect();
         for step in 0..5 {
             push(20, &mut next);
             let before = pids.clone();
-            numbers = writer.closure(&mut pids, &mut found);
+            writer.closure(&mut pids, &mut found);
+            numbers = found.taken();
             let step_added: BTreeSet<u64> = found.take_added().into_iter().collect();
             assert_eq!(step_added, &pids - &before, "round {round} step {step}: added pages");
             added.extend(step_added);
@@ -1000,5 +1002,46 @@ fn a_closure_taken_in_steps_equals_one_taken_at_once() {
         let indexed: usize = splits.by_page.values().map(Vec::len).sum();
         let held: usize = splits.records.iter().map(|s| s.pids.len()).sum();
         assert_eq!(indexed, held, "round {round}: pages of forgotten splits stay indexed");
+    }
+}
+
+/// A closure over more pages than `CLOSURE_STEP` while another thread records splits: the
+/// search lets them record in between, and a next call, with splits held off, ends with
+/// the same pages and splits as a search from scratch.
+#[test]
+fn a_long_closure_lets_splits_record_and_its_next_call_catches_up() {
+    for round in 0..4u64 {
+        let writer = Writer::new();
+        // A chain of splits: split i changed pages i and i + 1, so a search from page 0
+        // walks 3 × CLOSURE_STEP pages, one at a time.
+        let chain = 3 * CLOSURE_STEP as u64;
+        for pid in 0..chain {
+            writer.record_split(vec![pid, pid + 1]);
+        }
+        let mut pids: BTreeSet<u64> = [0].into();
+        let mut found = Closure::default();
+        let recorded = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // Splits that reach into the chain and beyond it, made while it searches.
+                let mut rng = fastrand::Rng::with_seed(round);
+                for i in 0..2_000u64 {
+                    let pid = rng.u64(..chain);
+                    writer.record_split(vec![pid, 1_000_000 + round * 10_000 + i]);
+                    recorded.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            writer.closure(&mut pids, &mut found);
+        });
+        let looked_to = found.looked_to().expect("a call was made");
+        assert!(looked_to >= chain, "round {round}: the chain was recorded before the search");
+        // The next call, as a stock-taking makes it, takes whatever the first left.
+        writer.closure(&mut pids, &mut found);
+        let mut expected_pids: BTreeSet<u64> = [0].into();
+        let expected = closure_from_scratch(&writer, &mut expected_pids);
+        assert_eq!(found.taken(), expected, "round {round}: the splits taken");
+        assert_eq!(pids, expected_pids, "round {round}: the pages");
+        assert_eq!(recorded.load(Ordering::Relaxed), 2_000);
+        assert_eq!(expected.len() as u64, chain + 2_000, "round {round}: every split reached");
     }
 }

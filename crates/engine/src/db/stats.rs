@@ -67,7 +67,8 @@ pub struct Stats {
     pub writes: u64,
     /// Operations in those writes.
     pub write_ops: u64,
-    /// Writes slowed down because dirty pages passed twice what a checkpoint is due at.
+    /// Writes slowed down because dirty pages passed halfway from what a checkpoint is due
+    /// at to three quarters of the pool's room for pages.
     pub stalls: u64,
     /// Checkpoints completed.
     pub checkpoints: u64,

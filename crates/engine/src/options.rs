@@ -28,8 +28,8 @@ pub struct Options {
     pub cache_size: usize,
     /// The undo keeps up to twice this many bytes of before-images for snapshots, out of
     /// `cache_size`: a snapshot that needs older ones gets `Error::SnapshotTooOld`. (A
-    /// checkpoint starts once half the buffer pool is dirty, or by `checkpoint_log_bytes`
-    /// or `checkpoint_interval`; writers slow down past five eighths.)
+    /// checkpoint starts once a quarter of the buffer pool is dirty, or by
+    /// `checkpoint_log_bytes` or `checkpoint_interval`; writers slow down past half.)
     /// Default (`None`): an eighth of `cache_size`, from 64 KiB to 64 MiB.
     pub write_buffer_size: Option<usize>,
     /// The page size: a power of two from 1 KiB to 64 KiB. Values over a quarter of it are
@@ -68,8 +68,8 @@ pub struct Options {
     /// A checkpoint starts at least this often while there are writes. Default 60 s.
     pub checkpoint_interval: Duration,
     /// Bytes of pages a checkpoint copies and writes at a time, as one atomic group with a
-    /// meta block. Default `None`: half the dirty bytes a checkpoint is due at (half the
-    /// buffer pool), at most 8 MiB. At least four pages are taken.
+    /// meta block. Default `None`: half the dirty bytes a checkpoint is due at (a quarter
+    /// of the buffer pool), at most 8 MiB. At least four pages are taken.
     pub checkpoint_group_bytes: Option<usize>,
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,

@@ -8,8 +8,9 @@
 //! writes in log order and a batch all at once (a reader below a leaf's LSN reads the
 //! undo's before-image instead).
 //!
-//! Writers slow down as dirty pages pile up past what a checkpoint is due at (half the
-//! buffer pool), from halfway between that and three quarters of the pool's room for pages:
+//! Writers slow down as dirty pages pile up past what a checkpoint is due at (a quarter of
+//! the buffer pool), from halfway between that and three quarters of the pool's room for
+//! pages:
 //! each sleeps a little, more the further past, so the checkpoint thread catches up; none is
 //! parked until a checkpoint ends.
 //!
@@ -281,16 +282,15 @@ impl Inner {
         }
     }
 
-    /// Bytes of dirty pages at which a checkpoint is due: half the buffer pool's budget
-    /// (dirty pages are never evicted, so they must leave room for the clean ones; below
-    /// that, checkpoints come by log size or time, and a page changed many times is written
-    /// once). InnoDB lets 90% of its pool be dirty (`innodb_max_dirty_pages_pct`). At a
-    /// quarter, a YCSB load of 1 GB into a 3 GiB budget checkpointed through most of it:
-    /// in two pairs of runs, half gave the load 1.26 and 1.22 times the ops/s and its
-    /// slowest insert 46 and 35 ms (333 and 144 ms at a quarter), A 1.33 and 1.16 times;
-    /// the checkpoints then came in F (0.78, 0.89 times) and D (0.63, 1.05 times).
+    /// Bytes of dirty pages at which a checkpoint is due: a quarter of the buffer pool's
+    /// budget (dirty pages are never evicted, so they must leave room for the clean ones;
+    /// below that, checkpoints come by log size or time, and a page changed many times is
+    /// written once). Half was tried (01db922): the YCSB load ran faster (0.89 of the best
+    /// peer against 0.84, its slowest insert under 46 ms), but the first checkpoint came in
+    /// A with a pool half dirty, and an update waited 2.3 s (A 1.61, F 2.28, D 0.66 of the
+    /// best peer, against 2.19, 3.11, 0.78: `results/ycsb/engine-ii/writes-01db922`).
     pub(super) fn checkpoint_due(&self) -> usize {
-        (self.pages.pool().budget() / 2).max(self.options.page_bytes())
+        (self.pages.pool().budget() / 4).max(self.options.page_bytes())
     }
 
     /// Whether `logged` bytes of log since the last checkpoint make one due: at least

@@ -1,7 +1,7 @@
 //! Segment files: the store's directory made durably, a segment created (temp file with its
-//! header, allocated, zero-filled unless the options say not, synced, renamed, directory synced) or opened (a handle for
-//! appends and one for reads by the configured method), and a segment cut at a torn tail and
-//! refilled with zeros.
+//! header, allocated, zero-filled unless the options say not, synced, renamed, directory
+//! synced) or opened (a handle for appends and one for reads by the configured method), and
+//! a segment cut at a torn tail and refilled with zeros.
 //!
 //! Must never: give a segment its name before it is allocated (and zero-filled, if it is to
 //! be) and synced. Space allocated and never written reads as zeros, so recovery's scan ends

@@ -705,8 +705,7 @@ fn segments_made_without_zeros_write_each_byte_once_and_read_back_across_reopen(
     let mut written = Vec::new();
     for zero_fill_segments in [true, false] {
         let dir = tempfile::tempdir().expect("dir");
-        let options =
-            StoreOptions { zero_fill_segments, ..small(Codec::None, AccessMethod::Mmap) };
+        let options = StoreOptions { zero_fill_segments, ..small(Codec::None, AccessMethod::Mmap) };
         let store = LogStore::open(&Storage::Os, dir.path(), options.clone()).expect("open");
         let mut expected = BTreeMap::new();
         // 30 groups of 4 blocks of 20 KiB: 2.4 MiB, about ten 256 KiB segments.

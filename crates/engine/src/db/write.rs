@@ -10,9 +10,8 @@
 //!
 //! Writers slow down as dirty pages pile up past what a checkpoint is due at (a quarter of
 //! the buffer pool), from halfway between that and three quarters of the pool's room for
-//! pages:
-//! each sleeps a little, more the further past, so the checkpoint thread catches up; none is
-//! parked until a checkpoint ends.
+//! pages: each sleeps a little, more the further past, so the checkpoint thread catches up.
+//! At three quarters they wait for the checkpoint thread to write pages back.
 //!
 //! Must never: acknowledge a `Sync` write before the log made it durable; let a reader see
 //! part of a batch (a write is published only once every earlier one is); change the tree
@@ -322,8 +321,8 @@ impl Inner {
     /// Kicks a checkpoint once the dirty pages reach `checkpoint_due`, and slows the
     /// writer down past halfway from there to three quarters of the pool's room for pages:
     /// a sleep that grows with how far past, at most `MAX_DELAY`. Once they take those
-    /// three quarters (dirty pages
-    /// cannot be evicted, and the clean pages a write reads need the rest), the writer
+    /// three quarters (dirty pages cannot be evicted, and the clean pages a write reads
+    /// need the rest), the writer
     /// waits until the checkpoint thread has written them back, so that a writer faster
     /// than the block store never takes the pool past its budget.
     fn slow_down(&self) {

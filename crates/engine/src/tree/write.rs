@@ -202,14 +202,15 @@ impl Writer {
     /// Adds to `pids` every page of each split not yet durable that changed one of them,
     /// until no split adds more; `found.taken()` then gives those splits' numbers, for
     /// `forget_splits` once a group holding `pids` is durable (not returned by each call,
-    /// which would cost the number taken so far under the caller's hold). Call it with the same `found` for one group each
-    /// time and `pids` changed only by these calls: a call after the first looks only at
-    /// the splits made since the last and at what they add (a search from every page each
-    /// time held splits off for 20 to 160 ms with 15,000 splits pending in a YCSB load).
-    /// It needs no structure hold: splits made while it runs are numbered from
-    /// `Closure::looked_to` on, which the next call looks at (and `changed_since` finds).
-    /// It lets go of the split lock every `CLOSURE_STEP` pages, so that splits go on
-    /// beside a search over a hundred thousand pages (one took 165 ms in a YCSB load).
+    /// which would cost the number taken so far under the caller's hold). Call it with the
+    /// same `found` for one group each time and `pids` changed only by these calls: a call
+    /// after the first looks only at the splits made since the last and at what they add
+    /// (a search from every page each time held splits off for 20 to 160 ms with 15,000
+    /// splits pending in a YCSB load). It needs no structure hold: splits made while it
+    /// runs are numbered from `Closure::looked_to` on, which the next call looks at (and
+    /// `changed_since` finds). Every `CLOSURE_STEP` pages it lets splits waiting to record
+    /// themselves take the split lock, so that splits go on beside a search over a hundred
+    /// thousand pages (one took 165 ms in a YCSB load).
     pub fn closure(&self, pids: &mut BTreeSet<u64>, found: &mut Closure) {
         let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
         // Every split numbered below this is recorded (numbered and recorded under the lock).

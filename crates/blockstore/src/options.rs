@@ -35,7 +35,7 @@ pub struct StoreOptions {
     /// (fallocate: reads of it return zeros all the same) and the first write into each
     /// extent converts it. Zeros suit many small synced groups (the default, true); a
     /// writer of large background groups (the engine's write-back) turns them off, since
-    /// they double its writes and their fsync stalls the next group.
+    /// they double its writes and the group that needs a new segment waits for them.
     pub zero_fill_segments: bool,
     /// Permission bits of new files. Default 0600.
     pub file_mode: u32,

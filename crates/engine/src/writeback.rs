@@ -194,22 +194,17 @@ fn copy_group<S: PageSource>(
     let mut copies: BTreeMap<u64, Option<(Vec<u8>, u64)>> = BTreeMap::new();
     let mut found = Closure::default();
     // The first search holds no split off: the splits made while it runs count as made
-    // after it (`looked_to` is the mark), so the stock-taking below finds them.
+    // after it (numbered from `looked_to` on), so the stock-taking below finds them.
     writer.closure(&mut pids, &mut found);
-    let mut mark = found.looked_to().expect("invariant: after a call");
     found.take_added();
     let mut todo: BTreeSet<u64> = pids.clone();
     let mut recopies = 0;
     // Pages a split changed since the last stock-taking may have been copied before it,
     // and the splits may reach pages not in the group yet: those are copied (again). Its
     // cost follows the splits made since, not the group's size.
-    let take_stock = |pids: &mut BTreeSet<u64>,
-                      found: &mut Closure,
-                      mark: &mut u64,
-                      todo: &mut BTreeSet<u64>| {
-        let changed = writer.changed_since(*mark);
+    let take_stock = |pids: &mut BTreeSet<u64>, found: &mut Closure, todo: &mut BTreeSet<u64>| {
+        let changed = writer.changed_since(found.looked_to().expect("invariant: after a call"));
         writer.closure(pids, found);
-        *mark = writer.split_mark();
         todo.extend(changed.into_iter().filter(|pid| pids.contains(pid)));
         todo.extend(found.take_added());
     };
@@ -217,7 +212,7 @@ fn copy_group<S: PageSource>(
     for pass in 0.. {
         let held = (pass >= OPTIMISTIC_PASSES).then(|| pool.hold_structure());
         if held.is_some() {
-            take_stock(&mut pids, &mut found, &mut mark, &mut todo);
+            take_stock(&mut pids, &mut found, &mut todo);
         }
         for pid in std::mem::take(&mut todo) {
             recopies += u64::from(copies.contains_key(&pid));
@@ -233,7 +228,7 @@ fn copy_group<S: PageSource>(
             break;
         }
         let _held = pool.hold_structure();
-        take_stock(&mut pids, &mut found, &mut mark, &mut todo);
+        take_stock(&mut pids, &mut found, &mut todo);
         if todo.is_empty() {
             break;
         }

@@ -176,8 +176,8 @@ impl Closure {
     }
 
     /// The splits numbered below this were looked at by the calls so far (`None`: no call
-    /// yet); later ones are left to the next call. As a `split_mark`, it takes the splits
-    /// made while the last call ran for made after it.
+    /// yet); later ones, made while the last call ran or after, are left to the next call
+    /// (and to `Writer::changed_since`).
     pub fn looked_to(&self) -> Option<u64> {
         self.looked_to
     }
@@ -280,14 +280,9 @@ impl Writer {
         self.recording.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// The number the next split will take: every split numbered below it is done (with
-    /// the structure held, it is the number of splits made).
-    pub fn split_mark(&self) -> u64 {
-        self.split_count.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// The pages changed by the splits not yet durable numbered `mark` or later (`mark`
-    /// from `split_mark`). Call it with the structure held.
+    /// from `Closure::looked_to`: the splits a closure left to its next call). Call it with
+    /// the structure held.
     pub fn changed_since(&self, mark: u64) -> BTreeSet<u64> {
         let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
         let from = splits.records.partition_point(|split| split.number < mark);

@@ -401,14 +401,21 @@ impl<S: PageSource> BufferPool<S> {
     /// writer's new pages, once the group that holds them is durable. No reader may reach
     /// `pid` through a tree it holds while this runs with another image.
     pub fn install(&self, pid: u64, image: &[u8]) -> Result<(), BufferError<S::Error>> {
+        drop(self.install_held(pid, image)?);
+        Ok(())
+    }
+
+    /// `install`, returning the frame still latched exclusively (so that no eviction can
+    /// come between the image and what the caller does next).
+    fn install_held(&self, pid: u64, image: &[u8]) -> Result<Exclusive<'_>, BufferError<S::Error>> {
         assert_eq!(image.len(), self.page_bytes, "an image of the wrong size");
         debug_assert!(slotted::check(image, self.page_bytes).is_ok(), "installing a bad page");
-        loop {
+        let held = loop {
             match self.frames.lock_exclusive(pid) {
                 Ok(mut held) => {
                     self.source.installed(pid, image);
                     held.write().put(0, image);
-                    break;
+                    break held;
                 }
                 Err(FrameError::Evicted) => {
                     // A kept frame (the id's last page was discarded) is room already.
@@ -418,17 +425,20 @@ impl<S: PageSource> BufferPool<S> {
                     {
                         self.source.installed(pid, image);
                         loading.write().put(0, image);
-                        drop(loading.finish());
-                        break;
+                        break loading.finish();
                     }
                 }
                 Err(error) => return Err(self.beyond(error)),
             }
-        }
+        };
+        // The clock's lock under a frame latch is safe: the clock only ever tries a frame's
+        // latch (`try_lock_marked`), never waits for one.
         let mut clock = self.clock();
         clock.installs += 1;
         clock.add(pid, self.per_huge);
-        Ok(())
+        drop(clock);
+        debug_assert_eq!(&held.bytes()[..self.page_bytes], image);
+        Ok(held)
     }
 
     /// Drops page `pid` from the frames and tells the source it is gone (`discarded`): the
@@ -627,8 +637,9 @@ impl<S: PageSource> BufferPool<S> {
     pub fn create(&self, pid: u64, image: &[u8]) -> Result<Exclusive<'_>, BufferError<S::Error>> {
         assert_eq!(image.len(), self.page_bytes, "an image of the wrong size");
         debug_assert!(slotted::check(image, self.page_bytes).is_ok(), "creating a bad page");
-        self.install(pid, image)?;
-        let held = self.exclusive(pid)?;
+        // Latched from the image on: a clean page between the two could be evicted, and
+        // reloaded from whatever block the id last had.
+        let held = self.install_held(pid, image)?;
         // A dirty page's image lives only in its frame until it is written back.
         self.dirty.set(pid);
         self.source.discarded(pid);

@@ -144,8 +144,23 @@ fn worker(db: &Db, thread: usize, ops: usize, barrier: &Barrier) -> Model {
                 // A full scan sees each pair whole too.
                 let all: Model = scan(snapshot.range(..)).into_iter().collect();
                 for t in 0..THREADS {
-                    let a = all.get(format!("t{t}/pair/a").as_bytes());
-                    assert_eq!(a, all.get(format!("t{t}/pair/b").as_bytes()));
+                    let (a, b) = (format!("t{t}/pair/a"), format!("t{t}/pair/b"));
+                    let in_scan = (all.get(a.as_bytes()), all.get(b.as_bytes()));
+                    if in_scan.0 != in_scan.1 {
+                        // What else the snapshot says, to tell a scan's fault from a get's.
+                        let text = |v: Option<&Vec<u8>>| {
+                            v.map(|v| String::from_utf8_lossy(v).into_owned())
+                        };
+                        let got = (snapshot.get(&a).expect("get"), snapshot.get(&b).expect("get"));
+                        let again: Model = scan(snapshot.range(..)).into_iter().collect();
+                        panic!(
+                            "thread {thread} op {op}: thread {t}'s pair in a full scan {:?}, \
+                             by get {:?}, scanned again {:?}",
+                            (text(in_scan.0), text(in_scan.1)),
+                            (text(got.0.as_ref()), text(got.1.as_ref())),
+                            (text(again.get(a.as_bytes())), text(again.get(b.as_bytes()))),
+                        );
+                    }
                 }
             }
             16 => {

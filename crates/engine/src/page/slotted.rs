@@ -232,8 +232,13 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
         Some(HEADER_BYTES + self.prefix_len()? + index.checked_mul(SLOT_BYTES)?)
     }
 
-    /// Slot `index`'s head, entry offset and suffix length.
+    /// Slot `index`'s head, entry offset and suffix length; `None` past the page's count
+    /// (the free space there is not a slot: a reader whose index came from an older version
+    /// of the page, such as a cursor's parent before a split, must not read it as one).
     fn slot(&self, index: usize) -> Option<(u32, usize, usize)> {
+        if index >= self.count()? {
+            return None;
+        }
         self.slot_from(self.slot_at(0)?, index)
     }
 

@@ -107,10 +107,12 @@ fn stable<S: PageSource, T>(
     for _ in 0..STABLE_TRIES {
         let before = pool.structure_seq();
         if before.is_multiple_of(2) {
-            let result = descent()?;
+            let result = descent();
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // A failure too is only the tree's when no split ran meanwhile: a page read after
+            // its parent was split may no longer hold the child index read before.
             if pool.structure_seq() == before {
-                return Ok(result);
+                return result;
             }
         }
         std::thread::yield_now();
@@ -572,6 +574,9 @@ fn child_and_separator<S: PageSource>(
     let mut separator = Vec::new();
     let child = pool
         .read(pid, |page| {
+            if page.kind()? != Kind::Internal {
+                return None;
+            }
             separator.clear();
             if let Some(at) = separator_at {
                 page.key_into(at, &mut separator)?;
@@ -580,6 +585,28 @@ fn child_and_separator<S: PageSource>(
         })
         .map_err(ReadError::Page)?;
     Ok((child, separator))
+}
+
+/// A cursor's read from a remembered place: its result, or `None` (go down from the root)
+/// when it failed after a split ran since the place was found (the place's parent may have
+/// fewer children now, or its leaf other keys), since the failure then says nothing about
+/// the tree. A failure with no split since is the tree's, and is returned.
+fn moved_or<S: PageSource, T>(
+    pool: &BufferPool<S>,
+    structure: u64,
+    read: Result<T, ReadError<S::Error>>,
+) -> Result<Option<T>, ReadError<S::Error>> {
+    match read {
+        Ok(read) => Ok(Some(read)),
+        Err(error) => {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            if pool.structure_seq() == structure {
+                Err(error)
+            } else {
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// Where a backward chunk read from `place` starts: its first entry when it stopped short
@@ -613,7 +640,14 @@ fn go_on<S: PageSource>(
         };
         let index = parent.index + 1;
         let separator_at = (index < parent.count).then_some(index);
-        let (leaf, separator) = child_and_separator(pool, parent.pid, index, separator_at)?;
+        let Some((leaf, separator)) = moved_or(
+            pool,
+            place.structure,
+            child_and_separator(pool, parent.pid, index, separator_at),
+        )?
+        else {
+            return Ok(false);
+        };
         parent.index = index;
         place.leaf = leaf;
         place.next_slot = 0;
@@ -623,7 +657,7 @@ fn go_on<S: PageSource>(
     }
     let start = place.next_slot;
     let mut cut = Vec::new();
-    let (read, version) = pool
+    let read = pool
         .read_versioned(place.leaf, |page| {
             if page.kind()? != Kind::Leaf {
                 return Some(None);
@@ -635,7 +669,10 @@ fn go_on<S: PageSource>(
             cut_at(page, end, count, &mut cut)?;
             Some(Some((end, count)))
         })
-        .map_err(ReadError::Page)?;
+        .map_err(ReadError::Page);
+    let Some((read, version)) = moved_or(pool, place.structure, read)? else {
+        return Ok(false);
+    };
     let Some((next_slot, leaf_count)) = read else {
         // Not a leaf where a leaf should be: the tree is damaged; a descent says how.
         return Ok(false);
@@ -715,8 +752,10 @@ fn go_back<S: PageSource>(
                 return Ok(false);
             };
             let index = parent.index - 1;
-            let (leaf, separator) =
-                child_and_separator(pool, parent.pid, index, index.checked_sub(1))?;
+            let read = child_and_separator(pool, parent.pid, index, index.checked_sub(1));
+            let Some((leaf, separator)) = moved_or(pool, place.structure, read)? else {
+                return Ok(false);
+            };
             parent.index = index;
             place.leaf = leaf;
             place.first_slot = usize::MAX;
@@ -724,7 +763,7 @@ fn go_back<S: PageSource>(
             expect = None;
         }
         let end = place.first_slot;
-        let (read, version) = pool
+        let read = pool
             .read_versioned(place.leaf, |page| {
                 if page.kind()? != Kind::Leaf {
                     return Some(None);
@@ -735,7 +774,10 @@ fn go_back<S: PageSource>(
                 chunk.copy(page, first..end)?;
                 Some(Some(first))
             })
-            .map_err(ReadError::Page)?;
+            .map_err(ReadError::Page);
+        let Some((read, version)) = moved_or(pool, place.structure, read)? else {
+            return Ok(false);
+        };
         let Some(first) = read else {
             // Not a leaf where a leaf should be: the tree is damaged; a descent says how.
             return Ok(false);

@@ -93,6 +93,26 @@ proptest! {
             let child = if index == 0 { 9 } else { entries[index - 1].1 };
             prop_assert_eq!(page.child(index), Some(child));
         }
+        // Past the count is free space, not slots: a cursor whose child index came from the
+        // page before a split (which took its upper half) gets `None`, not a child id made
+        // of whatever bytes lie there.
+        let count = entries.len();
+        prop_assert_eq!(page.count(), Some(count));
+        prop_assert_eq!(page.child(count + 1), None);
+        prop_assert_eq!(page.child(count + 7), None);
+        prop_assert_eq!(page.key_into(count, &mut Vec::new()), None);
+    }
+
+    #[test]
+    fn a_leaf_reads_nothing_past_its_count(entries in leaf_entries()) {
+        let image = encode_leaf(&entries, 1, 0, PAGE);
+        let page = Slotted::new(&image[..]);
+        let count = entries.len();
+        prop_assert_eq!(page.value(count), None);
+        prop_assert_eq!(page.key_into(count, &mut Vec::new()), None);
+        if count > 0 {
+            prop_assert!(page.value(count - 1).is_some());
+        }
     }
 
     #[test]

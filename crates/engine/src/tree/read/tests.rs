@@ -290,3 +290,36 @@ fn owned_values_are_handed_out_once_and_say_so() {
     assert_eq!(shared.take_value(0), None, "a chunk in one buffer hands nothing out");
     assert!(!shared.any_taken(0..n));
 }
+
+#[test]
+fn a_descent_that_fails_while_a_split_runs_goes_again_and_one_without_fails() {
+    let (tree, _) = build(&entries(10, 1), 8, 4);
+    let pool = pool(tree);
+    // A failure with a split during it: a page read after its parent split says nothing
+    // about the tree, so the descent runs again.
+    let mut runs = 0;
+    let result: Result<u32, ReadError<String>> = stable(&pool, || {
+        runs += 1;
+        if runs == 1 {
+            drop(pool.change_structure());
+            return Err(ReadError::Page(BufferError::Unreadable { pid: 7 }));
+        }
+        Ok(5)
+    });
+    assert_eq!((result.ok(), runs), (Some(5), 2));
+    // With no split meanwhile, the failure is the tree's, returned at once.
+    let mut runs = 0;
+    let result: Result<u32, ReadError<String>> = stable(&pool, || {
+        runs += 1;
+        Err(ReadError::Page(BufferError::Unreadable { pid: 7 }))
+    });
+    assert!(matches!(result, Err(ReadError::Page(BufferError::Unreadable { pid: 7 }))));
+    assert_eq!(runs, 1);
+    // A cursor's read from a remembered place: a failure after a split means "go down".
+    let structure = pool.structure_seq();
+    let failed = || Err::<u32, _>(ReadError::<String>::Page(BufferError::Unreadable { pid: 3 }));
+    assert!(moved_or(&pool, structure, failed()).is_err());
+    assert_eq!(moved_or(&pool, structure, Ok::<u32, ReadError<String>>(4)).ok(), Some(Some(4)));
+    drop(pool.change_structure());
+    assert_eq!(moved_or(&pool, structure, failed()).ok(), Some(None));
+}

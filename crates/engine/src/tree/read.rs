@@ -21,7 +21,9 @@
 //! where this one ends, goes on in the same leaf or steps to the parent's next child with no
 //! descent from the root, as long as no split ran since and, in the same leaf, no writer
 //! changed it (its slots may have moved). Otherwise, and after a parent's last child, or
-//! for a chunk asked for from elsewhere, it goes down again. Backward chunks mirror this
+//! for a chunk asked for from elsewhere, it goes down again; so does a read from the
+//! remembered place that fails while a split runs (the parent may have fewer children by
+//! then: a read past a page's count answers nothing, never its free space as a child). Backward chunks mirror this
 //! (`BackPlace`): the next one, asked for from where this one started, takes the slots
 //! before it in the same leaf or steps to the parent's previous child, and goes down again
 //! only before a parent's first child.

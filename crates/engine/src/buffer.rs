@@ -221,6 +221,10 @@ pub struct BufferPool<S: PageSource> {
     /// Odd while a structure change runs; moved by two for each: a reader that finds it
     /// the same, and even, before and after its descent saw no split (`StructureChange`).
     structure_seq: AtomicU64,
+    /// Frames of page ids below this were faulted in ahead of use (`populate_ahead`); the
+    /// lock is held by the one writer doing it.
+    populated: AtomicU64,
+    populating: Mutex<()>,
     source: S,
 }
 
@@ -274,6 +278,8 @@ impl<S: PageSource> BufferPool<S> {
             dirty: DirtyMap::new(pages),
             structure: RwLock::new(()),
             structure_seq: AtomicU64::new(0),
+            populated: AtomicU64::new(0),
+            populating: Mutex::new(()),
             source,
         })
     }
@@ -367,6 +373,41 @@ impl<S: PageSource> BufferPool<S> {
         // Odd before any page changes (readers that see a change see the odd sequence).
         fence(Ordering::Release);
         StructureChange { seq: &self.structure_seq, _alone: alone }
+    }
+
+    /// Faults in the frames of the fresh page ids from `next` (the next id never given out)
+    /// ahead of use, a huge page's worth at a time, so that the writer that installs a new
+    /// page (a split, under the structure lock that holds every other writer) takes no page
+    /// fault and no zeroing of a huge page. Called by a writer before it latches anything;
+    /// one writer does it while the others go on. The frames faulted in and not yet filled
+    /// are not counted in the budget: at most two huge pages' worth, past the pages in use.
+    pub fn populate_ahead(&self, next: u64) {
+        if self.populated.load(Ordering::Relaxed) >= next.saturating_add(self.per_huge) {
+            return;
+        }
+        let Ok(_alone) = self.populating.try_lock() else { return };
+        let from = self.populated.load(Ordering::Relaxed).max(next);
+        let to = next.saturating_add(2 * self.per_huge).next_multiple_of(self.per_huge);
+        if from >= to || from >= self.frames.pages() {
+            return;
+        }
+        {
+            let mut clock = self.clock();
+            if !clock.huge_closed && to > clock.huge_pids {
+                // On huge pages where the huge range may grow over them (advised before the
+                // first touch, as for a page installed there). Where it may not, it is left
+                // open: it closes only once a page lands past it, and nothing is faulted in
+                // ahead until then.
+                if to.saturating_mul(self.stride as u64) > self.huge_limit as u64 {
+                    return;
+                }
+                self.grow_huge(&mut clock, to - 1);
+            }
+        }
+        // Refused (an old kernel), the frames fault at their first use as before.
+        let _ = self.frames.populate(from, to);
+        self.populated.store(to, Ordering::Relaxed);
+        debug_assert!(self.populated.load(Ordering::Relaxed) > next);
     }
 
     /// Hints that page `pid` is about to be read (`Frames::prefetch`).

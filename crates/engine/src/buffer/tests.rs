@@ -316,3 +316,51 @@ fn no_huge_pages_when_the_first_page_lies_past_half_the_budget() {
         2 * frame_cost() + (5 * per_huge as usize * 8 + 8).next_multiple_of(4096) + dirty_map()
     );
 }
+
+/// Frames faulted in ahead of the next page id (`populate_ahead`) cost nothing in the
+/// budget until a page fills them, go on huge pages where the huge range may grow over
+/// them (and never close it), and take pages like any other frame.
+#[test]
+fn frames_populated_ahead_count_nothing_until_filled_and_keep_the_huge_range_open() {
+    let per_huge = (HUGE_BYTES / PAGE) as u64;
+    let pool =
+        BufferPool::new(16 * per_huge, PAGE, 16 * HUGE_BYTES, Source::default()).expect("pool");
+    for pid in 0..10 {
+        pool.install(pid, &image_of(pid, 2)).expect("install");
+    }
+    let used = pool.used_bytes();
+    assert_eq!(pool.stats().huge_pages, 1);
+    pool.populate_ahead(10);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 3 * per_huge);
+    assert_eq!(pool.clock().huge_pids, 3 * per_huge, "advised before the first touch");
+    assert_eq!((pool.used_bytes(), pool.stats().huge_pages), (used, 1), "counted unfilled");
+    // Far enough ahead: nothing more.
+    pool.populate_ahead(per_huge);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 3 * per_huge);
+    for pid in 10..3 * per_huge {
+        pool.install(pid, &image_of(pid, 3)).expect("install");
+    }
+    assert_eq!(pool.stats().huge_pages, 3);
+    assert_eq!(entry(&pool, 10).1, 3);
+    assert_eq!(entry(&pool, 3 * per_huge - 1).1, 3);
+    pool.populate_ahead(3 * per_huge);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 5 * per_huge);
+
+    // Where the huge range may not grow (past half the budget), it is left open and
+    // nothing is faulted in ahead; a page installed there closes it as before.
+    let pool =
+        BufferPool::new(8 * per_huge, PAGE, 3 * HUGE_BYTES, Source::default()).expect("pool");
+    pool.install(0, &image_of(0, 2)).expect("install");
+    pool.populate_ahead(1);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 0);
+    let clock = pool.clock();
+    assert_eq!((clock.huge_pids, clock.huge_closed), (per_huge, false));
+    drop(clock);
+    pool.install(per_huge + 1, &image_of(per_huge + 1, 2)).expect("install");
+    assert!(pool.clock().huge_closed);
+    // Closed, the frames ahead are faulted in on pages of their own.
+    pool.populate_ahead(per_huge + 2);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 4 * per_huge);
+    assert_eq!(pool.clock().huge_pids, per_huge);
+    assert_eq!(pool.stats().huge_pages, 1);
+}

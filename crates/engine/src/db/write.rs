@@ -196,6 +196,8 @@ impl Inner {
         }
         self.check_writable()?;
         self.slow_down();
+        // Before any latch: a split then finds its new pages' frames faulted in already.
+        self.pages.pool().populate_ahead(self.next_page.load(Ordering::Relaxed));
         let payload = batch.encode();
         let log = self.log()?;
         let apply = self.apply();

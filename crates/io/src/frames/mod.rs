@@ -471,6 +471,35 @@ impl Frames {
         Ok(())
     }
 
+    /// Faults in the memory under the frames of page ids `from..to` ahead of their first use
+    /// (`MADV_POPULATE_WRITE`, Linux 5.14): zero pages where nothing was touched yet, on huge
+    /// pages where `advise_huge` covers them, so that filling those frames later takes no
+    /// page fault. No byte changes: memory already there is left as it is, and no frame's
+    /// word moves. The range is cut to the reservation; `false` when the kernel refused (too
+    /// old, or no memory), which leaves the frames to fault at their first use as before.
+    /// The memory it takes is resident from now on: the caller counts it, or keeps the range
+    /// small.
+    pub fn populate(&self, from: u64, to: u64) -> bool {
+        let to = to.min(self.pages);
+        if from >= to {
+            return true;
+        }
+        let offset = from as usize * self.page_bytes;
+        let len = (to - from) as usize * self.page_bytes;
+        debug_assert!(offset + len <= self.bytes);
+        // SAFETY: a range of whole frames inside the reservation (cut above); the advice
+        // faults pages in without changing a byte, so readers and writers of those frames,
+        // optimistic or latched, see the same bytes before and after.
+        let result = unsafe {
+            rustix::mm::madvise(
+                self.base.as_ptr().add(offset).cast(),
+                len,
+                Advice::LinuxPopulateWrite,
+            )
+        };
+        result.is_ok()
+    }
+
     /// The page ids that have huge pages (`advise_huge`): `0..huge_pages()`.
     pub fn huge_pages(&self) -> u64 {
         self.huge_pages.load(Ordering::Acquire)

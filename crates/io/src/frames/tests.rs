@@ -227,3 +227,40 @@ fn validated_reads_never_see_a_torn_page_under_writers_loaders_and_eviction() {
     assert_eq!(validated, READS, "too few reads validated ({restarts} restarts)");
     assert!(changes > 0, "the writers changed nothing");
 }
+
+/// How many of the frames `from..to` have memory under them (`mincore`).
+fn backed(frames: &Frames, from: u64, to: u64) -> usize {
+    let len = (to - from) as usize * frames.page_bytes;
+    let mut residency = vec![0u8; len.div_ceil(PAGE)];
+    // SAFETY: a range inside the reservation, only passed to mincore, never dereferenced.
+    let base = unsafe { frames.base.as_ptr().add(from as usize * frames.page_bytes) };
+    // SAFETY: `residency` has one byte per 4 KiB page of the range.
+    let rc = unsafe { libc::mincore(base.cast(), len, residency.as_mut_ptr()) };
+    assert_eq!(rc, 0, "mincore");
+    let per_frame = frames.page_bytes / PAGE;
+    residency.chunks(per_frame).filter(|pages| pages.iter().all(|p| p & 1 == 1)).count()
+}
+
+#[test]
+fn populate_backs_frames_ahead_without_changing_a_byte_or_a_state() {
+    let frames = Frames::reserve(64, PAGE).expect("reserve");
+    drop(load_with(&frames, 3, 0xAB));
+    assert_eq!(backed(&frames, 2, 20), 1, "only the loaded frame has memory");
+    assert!(frames.populate(2, 20));
+    assert_eq!(backed(&frames, 2, 20), 18);
+    assert_eq!(backed(&frames, 20, 64), 0, "nothing past the range");
+    // The loaded frame keeps its bytes and its state; the others stay evicted.
+    assert_eq!(frames.state(3), Ok(FrameState::Unlocked));
+    let read = frames.optimistic(3).expect("resident");
+    assert_eq!(read.read().u64(0), Some(0xAB));
+    assert_eq!(read.read().u64(PAGE - 8), Some(0xAB));
+    assert_eq!(frames.state(10), Ok(FrameState::Evicted));
+    // A frame populated ahead loads like any other, and reads what was loaded.
+    drop(load_with(&frames, 10, 0xCD));
+    assert_eq!(frames.optimistic(10).expect("resident").read().u64(8), Some(0xCD));
+    // Ranges are cut to the reservation; an empty one does nothing.
+    assert!(frames.populate(60, 1 << 40));
+    assert_eq!(backed(&frames, 60, 64), 4);
+    assert!(frames.populate(30, 30));
+    assert_eq!(backed(&frames, 30, 31), 0);
+}

@@ -416,6 +416,9 @@ pub fn check(bytes: &[u8], page_bytes: usize) -> Result<Kind, PageError> {
         return fail(16, "an internal page needs a first child and a separator");
     }
     let mut previous: Option<(usize, usize)> = None;
+    // Bytes the entries take: entries never share bytes, so they fit the heap together
+    // (and a decoded page lays out again within the page).
+    let mut live = 0usize;
     for index in 0..count {
         let slot_at = HEADER_BYTES + prefix_len + index * SLOT_BYTES;
         let (slot_head, offset, len) = (
@@ -438,6 +441,13 @@ pub fn check(bytes: &[u8], page_bytes: usize) -> Result<Kind, PageError> {
             },
         };
         let end = offset + len + tail;
+        live += len + tail;
+        if live > heap_bytes {
+            return fail(
+                slot_at + 4,
+                format!("entries 0..={index} take {live} bytes, more than the heap's {heap_bytes}: some overlap"),
+            );
+        }
         if offset < heap_start || end > page_bytes {
             return fail(
                 slot_at + 4,

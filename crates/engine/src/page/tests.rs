@@ -384,3 +384,24 @@ fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
         assert_eq!((from, to), (low, high), "entries {range:?}");
     }
 }
+
+/// A page full only once its keys' common prefix is counted once (as the slotted layout
+/// keeps it) is over `encoded_len`'s bound and still encodes, and decodes back the same
+/// (the `btree_page` fuzz target found `encode` refusing it).
+#[test]
+fn a_page_that_fits_only_with_its_prefix_encodes_and_decodes_back() {
+    let prefix = vec![b'p'; 60];
+    let entries: Vec<(Vec<u8>, Value)> = (0..20u8)
+        .map(|i| {
+            let mut key = prefix.clone();
+            key.push(i);
+            (key, Value::inline(Bytes::from(vec![i; 4])))
+        })
+        .collect();
+    let page = leaf(&entries.iter().map(|(k, v)| (&k[..], v.clone())).collect::<Vec<_>>());
+    let page_bytes = 1024;
+    assert!(page.encoded_len() > page_bytes, "not over the bound: {}", page.encoded_len());
+    let image = encode(&page, page_bytes);
+    assert_eq!(image.len(), page_bytes);
+    assert_eq!(decode(&image).expect("decodes"), page);
+}

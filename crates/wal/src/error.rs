@@ -10,9 +10,10 @@ pub enum WalError {
     #[error(transparent)]
     Io(#[from] tierkv_io::Error),
 
-    /// An earlier write, sync or persist failed, so what follows it cannot be made durable.
+    /// An earlier write, sync or persist failed (or a background thread of the log stopped),
+    /// so what follows it cannot be made durable.
     #[error(
-        "the log in {} refuses appends after an I/O failure ({cause}); reopen it to recover \
+        "the log in {} refuses appends after a failure ({cause}); reopen it to recover \
          every record that was made durable",
         dir.display()
     )]

@@ -206,6 +206,11 @@ struct State {
     rotating: bool,
     /// The next segments, ready to install in order (at most `PREPARED_AHEAD`).
     prepared: VecDeque<Segment>,
+    /// The highest segment number handed out: the preparer numbers the next one from it. Not
+    /// from `prepared` or the active segment, since a segment being grown for an oversized
+    /// record (`rotating`) is in neither, and a preparation that reused its number would
+    /// rename a fresh file over it while appenders write to it.
+    last_number: u64,
     /// The preparer is at work.
     preparing: bool,
     /// Capacity the next preparation needs at least (0: nothing asked).
@@ -289,6 +294,8 @@ impl Wal {
             tail = RECORDS_START;
         }
         let last = recovered.last_lsn;
+        let last_number =
+            segments.last().expect("a log always has an active segment").segment.number;
         let state = State {
             next_lsn: last.next(),
             segments,
@@ -302,6 +309,7 @@ impl Wal {
             unsynced_sealed: Vec::new(),
             rotating: false,
             prepared: VecDeque::new(),
+            last_number,
             preparing: false,
             want_capacity: options.sizing().min_bytes,
             active_since: Instant::now(),
@@ -336,10 +344,14 @@ impl Wal {
         });
         let mut threads = Vec::new();
         let preparer = Arc::clone(&shared);
-        threads.push(spawn("tierkv-wal-prepare", move || preparer.prepare_loop())?);
+        threads.push(spawn("tierkv-wal-prepare", move || {
+            preparer.guarded("segment preparer", || preparer.prepare_loop())
+        })?);
         if shared.options.backend == Backend::File {
             let flusher = Arc::clone(&shared);
-            threads.push(spawn("tierkv-wal-flush", move || flusher.flush_loop())?);
+            threads.push(spawn("tierkv-wal-flush", move || {
+                flusher.guarded("flusher", || flusher.flush_loop())
+            })?);
         }
         Ok(Recovered {
             wal: Wal { shared, threads: Mutex::new(threads) },
@@ -671,11 +683,30 @@ impl Shared {
     }
 
     fn poison(&self, state: &mut State, cause: &WalError) {
+        self.poison_with(state, cause.to_string());
+    }
+
+    fn poison_with(&self, state: &mut State, cause: String) {
         if state.poison.is_none() {
-            state.poison = Some(cause.to_string());
+            state.poison = Some(cause);
             self.poisoned.store(true, Ordering::Release);
         }
         self.notify_everyone();
+    }
+
+    /// Runs a background thread's loop; if it panics (a bug), the log is poisoned so that
+    /// appenders get an error instead of waiting forever for what that thread would do.
+    fn guarded(&self, name: &str, body: impl FnOnce()) {
+        let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) else {
+            return;
+        };
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        let mut state = self.lock();
+        self.poison_with(&mut state, format!("the log's {name} thread panicked: {message}"));
     }
 
     /// Reserves `size` bytes for the next LSN, rotating to the prepared segment when the
@@ -1080,12 +1111,10 @@ impl Shared {
                 state = self.work.wait(state).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
-            // Only this thread adds segments, so the next number follows the last prepared
-            // one (or the active one, which the last prepared one became meanwhile).
-            let number = match state.prepared.back() {
-                Some(last) => last.number + 1,
-                None => state.active().segment.number + 1,
-            };
+            // Only this thread adds segments, and it numbers them from the last one handed out.
+            let number = state.last_number + 1;
+            assert!(state.prepared.iter().all(|segment| segment.number < number));
+            assert!(state.active().segment.number < number);
             let asked = match (state.want_capacity, state.prepared.back()) {
                 (0, Some(last)) => last.capacity,
                 (asked, _) => asked,
@@ -1101,11 +1130,9 @@ impl Shared {
             match result {
                 Ok(segment) => {
                     Counters::add(&self.counters.segments_prepared, 1);
-                    let follows = match state.prepared.back() {
-                        Some(last) => last.number + 1,
-                        None => state.active().segment.number + 1,
-                    };
-                    assert_eq!(number, follows, "prepared segments are numbered in order");
+                    assert_eq!(number, state.last_number + 1, "only the preparer numbers segments");
+                    assert!(state.prepared.back().is_none_or(|last| last.number < number));
+                    state.last_number = number;
                     state.prepared.push_back(segment);
                 }
                 Err(error) => state.prepare_error = Some(error),

@@ -5,7 +5,8 @@
 //! may have been truncated away), and each later record has the LSN after its predecessor's.
 //! Within a segment, records follow each other from `RECORDS_START`. When a segment's records
 //! end (unwritten space, or the pmem commit word), the chain goes on in the next segment only
-//! if that segment's first record is valid and has the expected LSN.
+//! if that segment's first record is valid and has the expected LSN (any LSN while every
+//! segment before it was empty).
 //!
 //! Invariants:
 //! 1. Every record handed out has a matching checksum, lies inside its segment (below the
@@ -384,9 +385,12 @@ impl Scanner {
         Ok(&self.window[from..from + n])
     }
 
-    /// True if `next`'s first record is valid and carries the expected LSN.
+    /// True if `next`'s first record is valid and carries the expected LSN. Before any record
+    /// (the segments so far were empty) the chain may start at any LSN: a log whose first
+    /// record was larger than its first segment left that segment empty and wrote the record
+    /// in the next one, grown for it (recovery used to stop at the empty segment and delete
+    /// every record after it).
     fn first_record_continues(&mut self, next: &Segment) -> Result<bool, WalError> {
-        let Some(expected) = self.expected else { return Ok(false) };
         let limit = self.limit(next)?;
         if limit < RECORDS_START + RECORD_HEADER_BYTES as u64 {
             return Ok(false);
@@ -396,7 +400,7 @@ impl Scanner {
         let Ok(header) = format::decode_header(&header_bytes, limit - RECORDS_START) else {
             return Ok(false);
         };
-        if header.lsn != expected {
+        if self.expected.is_some_and(|expected| header.lsn != expected) {
             return Ok(false);
         }
         let payload_at = RECORDS_START + RECORD_HEADER_BYTES as u64;

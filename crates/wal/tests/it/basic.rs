@@ -76,6 +76,73 @@ fn oversized_records_get_a_segment_of_their_own() {
     }
 }
 
+/// A log's first record larger than its first segment goes to the next segment, grown for it,
+/// and leaves the first one empty. Recovery used to stop at that empty segment (no LSN to
+/// expect yet) and delete every record after it, acknowledged `Sync` ones included.
+#[test]
+fn a_first_record_larger_than_the_first_segment_survives_reopening() {
+    for backend in [Backend::File, Backend::Pmem] {
+        let dir = dir_for(backend);
+        let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(backend));
+        let big = vec![0x5au8; 200 << 10];
+        assert_eq!(wal.append(kind(), &big, Durability::Sync).expect("append"), Lsn(1));
+        assert_eq!(wal.append(kind(), b"after", Durability::Sync).expect("append"), Lsn(2));
+        assert!(wal.segment_paths().len() >= 2, "{backend}: the first segment was skipped");
+        drop(wal);
+        let (wal, records, report) = open_collect(&Storage::Os, dir.path(), small(backend));
+        assert_eq!(report.discarded_bytes, 0, "{backend}: {report:?}");
+        assert_eq!(report.lsn_range, Some((Lsn(1), Lsn(2))), "{backend}");
+        assert_eq!(records, vec![(Lsn(1), big.clone()), (Lsn(2), b"after".to_vec())]);
+        assert_eq!(wal.append(kind(), b"third", Durability::Sync).expect("append"), Lsn(3));
+    }
+}
+
+/// Oversized records back to back: each pops the prepared segment and grows it outside the
+/// lock while the preparer makes the next. The preparer once numbered its segment from the
+/// queue and the active segment, where the one being grown is in neither: it either tripped
+/// its ordering assertion (found by the `store_dir` fuzz target) and died, leaving appenders
+/// waiting for a rotation forever, or reused the grown segment's number and renamed a fresh
+/// file over it. Every record must come back, in order, from distinct segment files.
+#[test]
+fn oversized_records_back_to_back_while_segments_are_prepared() {
+    for backend in [Backend::File, Backend::Pmem] {
+        let dir = dir_for(backend);
+        let (wal, _, _) = open_collect(&Storage::Os, dir.path(), small(backend));
+        // In a thread, so that a preparer that died fails the test instead of hanging it.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut expected = Vec::new();
+            for round in 0..32usize {
+                let mut big = payload(round, round, 64);
+                // Each larger than any segment before it, so each rotation grows one.
+                big.resize((70 << 10) * (round + 1), round as u8);
+                let durability =
+                    [Durability::Sync, Durability::Buffered, Durability::None][round % 3];
+                let lsn = wal.append(kind(), &big, durability).expect("append an oversized record");
+                expected.push((lsn, big));
+                let small = payload(round, round + 1000, 300);
+                let lsn = wal.append(kind(), &small, Durability::None).expect("append");
+                expected.push((lsn, small));
+            }
+            let _ = sender.send((wal, expected));
+        });
+        let (wal, expected) = receiver
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("{backend}: appends stopped (the preparer died?)"));
+        let paths = wal.segment_paths();
+        let mut names = paths.clone();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), paths.len(), "{backend}: a segment number used twice: {paths:?}");
+        assert!(wal.stats().rotations >= 32, "{backend}: {:?}", wal.stats());
+        wal.close().expect("close");
+        let (_wal, records, report) = open_collect(&Storage::Os, dir.path(), small(backend));
+        assert_eq!(report.discarded_bytes, 0, "{backend}: {report:?}");
+        assert_eq!(records.len(), expected.len(), "{backend}");
+        assert!(records == expected, "{backend}: records differ after reopening");
+    }
+}
+
 #[test]
 fn truncate_below_removes_only_segments_wholly_below_the_lsn() {
     let dir = tempfile::tempdir().expect("dir");

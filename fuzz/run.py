@@ -61,6 +61,8 @@ def fuzz(target, args):
     seeds = os.path.join(FUZZ, "regressions", target)
     for name in os.listdir(seeds):
         shutil.copy(os.path.join(seeds, name), corpus)
+    # Crash files already there (from an earlier run) are not this run's.
+    earlier = set(os.listdir(artifacts))
     cpu = wall = 0.0
     runs = chunks = status = 0
     while cpu < args.cpu_seconds and status == 0:
@@ -91,7 +93,8 @@ def fuzz(target, args):
         "executions": runs,
         "chunks": chunks,
         "exit": status,
-        "crash_files": sorted(os.listdir(artifacts)),
+        "crash_files": sorted(set(os.listdir(artifacts)) - earlier),
+        "earlier_crash_files": sorted(earlier),
         "corpus_files": len(os.listdir(corpus)),
     }
 

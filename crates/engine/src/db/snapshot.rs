@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use super::{Inner, Version};
 use crate::batch::check_key;
-use crate::page::Value;
+use crate::page::{OverflowRef, Value};
 use crate::range::{self, successor, KeyBounds, KeyRange};
 use crate::tree::read::{Chunk, ChunkValue, Found};
 use crate::{Error, Result};
@@ -145,11 +145,10 @@ impl View<'_> {
         Ok(!matches!(found?, Found::Absent))
     }
 
-    fn resolve(&self, value: Value) -> Result<Vec<u8>> {
+    fn resolve(&self, value: Held) -> Result<Vec<u8>> {
         match value {
-            // Without a copy when nothing else holds the bytes.
-            Value::Inline(bytes) => Ok(Vec::from(bytes)),
-            Value::Overflow(overflow) => Ok(self.inner.pages.read_overflow(&overflow)?),
+            Held::Bytes(bytes) => Ok(bytes),
+            Held::Overflow(overflow) => Ok(self.inner.pages.read_overflow(&overflow)?),
         }
     }
 }
@@ -301,9 +300,9 @@ pub struct Iter {
     /// Nothing is left to load; `back` is empty and `front` holds what is left.
     exhausted: bool,
     /// Loaded by the front end and not returned, ascending: all below `low`.
-    front: VecDeque<(Vec<u8>, Value)>,
+    front: VecDeque<(Vec<u8>, Held)>,
     /// Loaded by the back end and not returned, descending: all at or above `high`.
-    back: VecDeque<(Vec<u8>, Value)>,
+    back: VecDeque<(Vec<u8>, Held)>,
     /// Entries each end takes from the tree at its next refill (at most a leaf's).
     front_chunk: usize,
     back_chunk: usize,
@@ -440,7 +439,7 @@ impl Iter {
     /// The next entry of `end`, its value not yet read (an overflow value stays a
     /// reference): from its own buffer, refilled from what is left, and once nothing is,
     /// from its side of the one buffer the ends share.
-    fn take(&mut self, end: End) -> Option<Result<(Vec<u8>, Value)>> {
+    fn take(&mut self, end: End) -> Option<Result<(Vec<u8>, Held)>> {
         if self.failed {
             return None;
         }
@@ -527,28 +526,29 @@ impl Iter {
         } else {
             leaf.forward(&view, low, high, chunk)?
         };
-        let order: Vec<usize> =
-            if backward { range.clone().rev().collect() } else { range.clone().collect() };
         // The last key loaded, when the tree has more beyond it.
-        let horizon = match (more, order.last()) {
-            (true, Some(&at)) => Some(leaf.chunk.key(at).to_vec()),
-            _ => None,
-        };
-        for at in order {
+        let last = if backward { range.start } else { range.end.wrapping_sub(1) };
+        let horizon = (more && !range.is_empty()).then(|| leaf.chunk.key(last).to_vec());
+        let mut load = |at: usize| {
             let key = leaf.chunk.key(at).to_vec();
             let value = match leaf.chunk.take_value(at) {
-                Some(bytes) => Value::inline(bytes),
+                Some(bytes) => Held::Bytes(bytes),
                 None => match &leaf.chunk.entries[at].1 {
                     ChunkValue::Inline(bytes) => {
-                        Value::inline(leaf.chunk.bytes[bytes.clone()].to_vec())
+                        Held::Bytes(leaf.chunk.bytes[bytes.clone()].to_vec())
                     }
-                    ChunkValue::Overflow(overflow) => Value::Overflow(*overflow),
+                    ChunkValue::Overflow(overflow) => Held::Overflow(*overflow),
                     ChunkValue::Owned(_) | ChunkValue::Taken => {
                         unreachable!("an entry is handed out once, its range re-read")
                     }
                 },
             };
             buffer.push_back((key, value));
+        };
+        if backward {
+            range.rev().for_each(&mut load);
+        } else {
+            range.for_each(&mut load);
         }
         // What this refill loaded lies inside what was left.
         assert!(buffer.range(loaded_before..).all(|(key, _)| {
@@ -564,6 +564,13 @@ impl Iter {
         }
         Ok(())
     }
+}
+
+/// A loaded entry's value, not yet handed out: its bytes (handed out as they are), or where
+/// they are (an overflow value, read when it is handed out).
+enum Held {
+    Bytes(Vec<u8>),
+    Overflow(OverflowRef),
 }
 
 /// The tree's leaf an end of an `Iter` reads from: up to a leaf's worth of entries copied

@@ -73,12 +73,24 @@ fn run_workload(
     assert!(records.is_empty());
     let acked = Mutex::new(Vec::new());
     let payloads = Mutex::new(HashMap::new());
+    // The log's first record larger than its first segment: it goes to a segment grown for
+    // it and leaves the first one empty, which recovery must read past.
+    let first = oversized(usize::MAX, 0);
+    let lsn = wal.append(kind(), &first, Durability::Sync).expect("append the first record");
+    assert_eq!(lsn, Lsn(1));
+    acked.lock().expect("lock").push(Acked { lsn, sync: true, at_op: fs.op_count() });
+    payloads.lock().expect("lock").insert(lsn, first);
     std::thread::scope(|scope| {
         for thread in 0..sweep.threads {
             let (wal, acked, payloads) = (&wal, &acked, &payloads);
             scope.spawn(move || {
                 for sequence in 0..sweep.appends_per_thread {
-                    let bytes = payload(thread, sequence, 300);
+                    // One in seven of thread 0's is larger than a segment: it is grown for
+                    // the record, outside the lock, while the others append and prepare.
+                    let bytes = match thread == 0 && sequence % 7 == 3 {
+                        true => oversized(thread, sequence),
+                        false => payload(thread, sequence, 300),
+                    };
                     let sync = (thread + sequence) % 3 != 0;
                     let durability = if sync { Durability::Sync } else { Durability::Buffered };
                     let lsn = wal
@@ -95,12 +107,19 @@ fn run_workload(
     (acked.into_inner().expect("lock"), payloads.into_inner().expect("lock"))
 }
 
+/// A payload larger than the sweep's segments (`options`), distinct for each append.
+fn oversized(thread: usize, sequence: usize) -> Vec<u8> {
+    let mut bytes = payload(thread % 1000, sequence, 64);
+    bytes.resize(2 * WalOptions::MIN_SEGMENT_BYTES as usize, sequence as u8);
+    bytes
+}
+
 fn run_sweep(backend: Backend, seed: u64) {
     let sweep = sweep_size();
     let dir = Path::new("/wal");
     let fs = SimFs::new();
     let (acked, payloads) = run_workload(&fs, dir, backend, &sweep);
-    let total = sweep.threads * sweep.appends_per_thread;
+    let total = sweep.threads * sweep.appends_per_thread + 1;
     assert_eq!(acked.len(), total);
     assert!(total >= 50, "the sweep needs at least 50 appends");
     let ops = fs.op_count();

@@ -4,7 +4,9 @@
 //! read when validation fails). For that to be defined behaviour in Rust, every access to a
 //! frame's bytes, reads and writes, is an atomic access: the frame is a slice of `AtomicU64`
 //! words, read with relaxed loads and written, under the exclusive latch, with relaxed stores.
-//! On x86-64 and AArch64 these are plain moves. Values are little-endian; a field may sit at
+//! On x86-64 and AArch64 these are plain moves. The one exception is a long copy out on
+//! x86-64, made in inline assembly with 16-byte moves (outside the language's memory model;
+//! the same plain loads, four times wider: see `copy_raw`). Values are little-endian; a field may sit at
 //! any byte offset (an unaligned field costs a second word).
 //!
 //! [`FrameRead`] never panics on an offset: a torn read can produce any offset, so every
@@ -17,6 +19,10 @@ use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const WORD: usize = 8;
+
+/// Copies at least this long go 64 bytes a step in 16-byte moves (`copy_raw`).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+const LONG_COPY: usize = 64;
 
 /// Reads of one frame's bytes (its page image), valid for any offset.
 #[derive(Clone, Copy)]
@@ -169,6 +175,65 @@ impl<'a> FrameRead<'a> {
     #[inline]
     unsafe fn copy_raw(&self, offset: usize, out: *mut u8, len: usize) {
         debug_assert!(in_range(self.len(), offset, len));
+        // Long copies (a value, a page image) 64 bytes a step, in 16-byte moves. Inline
+        // assembly is outside Rust's memory model: its loads are the machine's plain loads,
+        // which may see a writer's bytes half-changed, as the word loop's relaxed loads may;
+        // the reader's validation discards such a copy either way (C++'s proposed byte-wise
+        // atomic memcpy, P1478, is the same contract). The word loop below costs about 90 ns
+        // more on a 1 KB value (a one-thread scan of 1 KB values held in L2: 500 against 410 ns
+        // an entry).
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if len >= LONG_COPY {
+            // SAFETY: `offset..offset + len` lies in the frame (checked by the caller) and
+            // `out` is valid for `len` bytes of writes (the caller's promise). The loop
+            // copies `len / 64` whole blocks (at least one: `len >= 64`); the tail copies
+            // the last 64 bytes, `len - 64..len`, which lie in both ranges. SSE2 is part of
+            // x86-64, and the registers used are declared clobbered.
+            unsafe {
+                let source = self.words.as_ptr().cast::<u8>().add(offset);
+                let blocks = len / 64;
+                std::arch::asm!(
+                    "2:",
+                    "movdqu xmm0, [{src}]",
+                    "movdqu xmm1, [{src} + 16]",
+                    "movdqu xmm2, [{src} + 32]",
+                    "movdqu xmm3, [{src} + 48]",
+                    "movdqu [{dst}], xmm0",
+                    "movdqu [{dst} + 16], xmm1",
+                    "movdqu [{dst} + 32], xmm2",
+                    "movdqu [{dst} + 48], xmm3",
+                    "add {src}, 64",
+                    "add {dst}, 64",
+                    "dec {n}",
+                    "jnz 2b",
+                    src = inout(reg) source => _,
+                    dst = inout(reg) out => _,
+                    n = inout(reg) blocks => _,
+                    out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                    options(nostack)
+                );
+                let done = blocks * 64;
+                if done < len {
+                    // The tail: the last 64 bytes again, overlapping what was copied.
+                    let tail = len - 64;
+                    std::arch::asm!(
+                        "movdqu xmm0, [{src}]",
+                        "movdqu xmm1, [{src} + 16]",
+                        "movdqu xmm2, [{src} + 32]",
+                        "movdqu xmm3, [{src} + 48]",
+                        "movdqu [{dst}], xmm0",
+                        "movdqu [{dst} + 16], xmm1",
+                        "movdqu [{dst} + 32], xmm2",
+                        "movdqu [{dst} + 48], xmm3",
+                        src = in(reg) source.add(tail),
+                        dst = in(reg) out.add(tail),
+                        out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                        options(nostack, preserves_flags)
+                    );
+                }
+            }
+            return;
+        }
         let put = |at: usize, bytes: &[u8]| {
             // SAFETY: every call below writes inside `out[..len]` (the caller's promise).
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out.add(at), bytes.len()) }
@@ -453,6 +518,28 @@ mod tests {
             }
             prop_assert_eq!(bytes_of(&words), model);
         }
+    }
+
+    #[test]
+    fn copies_of_every_length_around_the_long_copy_step_at_every_alignment_are_exact() {
+        let image: Vec<u8> = (0..1024u32).map(|i| (i * 7 + i / 256) as u8).collect();
+        let words = frame(&image);
+        let read = FrameRead::new(&words);
+        let lengths = [0, 1, 7, 8, 15, 16, 63, 64, 65, 100, 127, 128, 129, 191, 192, 1000, 1008];
+        for offset in 0..16 {
+            for len in lengths {
+                // Guard bytes on both sides: a copy writes its range and nothing else.
+                let mut out = vec![0xA5u8; len + 32];
+                read.copy_to(offset, &mut out[16..16 + len]).expect("in range");
+                assert_eq!(&out[16..16 + len], &image[offset..offset + len], "{offset} {len}");
+                assert!(out[..16].iter().chain(&out[16 + len..]).all(|&b| b == 0xA5));
+                let mut appended = vec![9u8; 3];
+                read.append_to(offset, len, &mut appended).expect("in range");
+                assert_eq!(appended.len(), 3 + len);
+                assert_eq!(&appended[3..], &image[offset..offset + len], "{offset} {len}");
+            }
+        }
+        assert_eq!(read.copy_to(1024 - 64, &mut [0u8; 65]), None, "one byte past the end");
     }
 
     #[test]

@@ -550,10 +550,12 @@ impl Iter {
         } else {
             range.for_each(&mut load);
         }
-        // What this refill loaded lies inside what was left.
-        assert!(buffer.range(loaded_before..).all(|(key, _)| {
-            key.as_slice() >= low && high.is_none_or(|high| key.as_slice() < high)
-        }));
+        // What this refill loaded lies inside what was left: its first and last keys do
+        // (a chunk is in key order).
+        let inside = |key: &[u8]| key >= low && high.is_none_or(|high| key < high);
+        assert!(buffer.range(loaded_before..).next().is_none_or(|(key, _)| inside(key)));
+        assert!(buffer.range(loaded_before..).next_back().is_none_or(|(key, _)| inside(key)));
+        debug_assert!(buffer.range(loaded_before..).all(|(key, _)| inside(key)));
         match (horizon, end) {
             (None, _) => self.settle(),
             (Some(h), End::Front) => self.low = successor(&h),

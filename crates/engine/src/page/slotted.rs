@@ -326,10 +326,25 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
         self.bytes.append_out(offset, len, out)
     }
 
+    /// Appends leaf entry `index`'s whole key to `out`, and says where its value is: one
+    /// read of the slot for both (`key_into` and then `value` read it twice).
+    pub fn entry_into(&self, index: usize, out: &mut Vec<u8>) -> Option<ValueAt> {
+        let prefix_len = self.prefix_len()?;
+        let (_, offset, len) = self.slot(index)?;
+        out.reserve(prefix_len + len);
+        self.bytes.append_out(HEADER_BYTES, prefix_len, out)?;
+        self.bytes.append_out(offset, len, out)?;
+        self.value_after(offset.checked_add(len)?)
+    }
+
     /// A leaf entry's value.
     pub fn value(&self, index: usize) -> Option<ValueAt> {
         let (_, offset, len) = self.slot(index)?;
-        let at = offset.checked_add(len)?;
+        self.value_after(offset.checked_add(len)?)
+    }
+
+    /// The value whose header is at `at` (right after its entry's key suffix).
+    fn value_after(&self, at: usize) -> Option<ValueAt> {
         match self.bytes.byte(at)? {
             VALUE_INLINE => Some(ValueAt::Inline {
                 offset: at + INLINE_HEADER_BYTES,

@@ -395,9 +395,9 @@ impl Chunk {
         leaf.prefetch_entries(range.clone())?;
         for index in range {
             let start = self.bytes.len();
-            leaf.key_into(index, &mut self.bytes)?;
+            let value = leaf.entry_into(index, &mut self.bytes)?;
             let key = start..self.bytes.len();
-            let value = match leaf.value(index)? {
+            let value = match value {
                 ValueAt::Inline { offset, len } if self.owned => {
                     let mut bytes = Vec::with_capacity(len);
                     leaf.inline_into(offset, len, &mut bytes)?;

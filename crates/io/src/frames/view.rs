@@ -4,9 +4,9 @@
 //! read when validation fails). For that to be defined behaviour in Rust, every access to a
 //! frame's bytes, reads and writes, is an atomic access: the frame is a slice of `AtomicU64`
 //! words, read with relaxed loads and written, under the exclusive latch, with relaxed stores.
-//! On x86-64 and AArch64 these are plain moves. The one exception is a long copy out on
-//! x86-64, made in inline assembly with 16-byte moves (outside the language's memory model;
-//! the same plain loads, four times wider: see `copy_raw`). Values are little-endian; a field may sit at
+//! On x86-64 and AArch64 these are plain moves. The one exception is a long copy (64 bytes
+//! or more) in or out on x86-64, made in inline assembly with 16-byte moves (outside the
+//! language's memory model; the same plain loads and stores, twice as wide: see `copy_raw`). Values are little-endian; a field may sit at
 //! any byte offset (an unaligned field costs a second word).
 //!
 //! [`FrameRead`] never panics on an offset: a torn read can produce any offset, so every
@@ -184,54 +184,10 @@ impl<'a> FrameRead<'a> {
         // an entry).
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         if len >= LONG_COPY {
-            // SAFETY: `offset..offset + len` lies in the frame (checked by the caller) and
-            // `out` is valid for `len` bytes of writes (the caller's promise). The loop
-            // copies `len / 64` whole blocks (at least one: `len >= 64`); the tail copies
-            // the last 64 bytes, `len - 64..len`, which lie in both ranges. SSE2 is part of
-            // x86-64, and the registers used are declared clobbered.
-            unsafe {
-                let source = self.words.as_ptr().cast::<u8>().add(offset);
-                let blocks = len / 64;
-                std::arch::asm!(
-                    "2:",
-                    "movdqu xmm0, [{src}]",
-                    "movdqu xmm1, [{src} + 16]",
-                    "movdqu xmm2, [{src} + 32]",
-                    "movdqu xmm3, [{src} + 48]",
-                    "movdqu [{dst}], xmm0",
-                    "movdqu [{dst} + 16], xmm1",
-                    "movdqu [{dst} + 32], xmm2",
-                    "movdqu [{dst} + 48], xmm3",
-                    "add {src}, 64",
-                    "add {dst}, 64",
-                    "dec {n}",
-                    "jnz 2b",
-                    src = inout(reg) source => _,
-                    dst = inout(reg) out => _,
-                    n = inout(reg) blocks => _,
-                    out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-                    options(nostack)
-                );
-                let done = blocks * 64;
-                if done < len {
-                    // The tail: the last 64 bytes again, overlapping what was copied.
-                    let tail = len - 64;
-                    std::arch::asm!(
-                        "movdqu xmm0, [{src}]",
-                        "movdqu xmm1, [{src} + 16]",
-                        "movdqu xmm2, [{src} + 32]",
-                        "movdqu xmm3, [{src} + 48]",
-                        "movdqu [{dst}], xmm0",
-                        "movdqu [{dst} + 16], xmm1",
-                        "movdqu [{dst} + 32], xmm2",
-                        "movdqu [{dst} + 48], xmm3",
-                        src = in(reg) source.add(tail),
-                        dst = in(reg) out.add(tail),
-                        out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-                        options(nostack, preserves_flags)
-                    );
-                }
-            }
+            // SAFETY: `offset..offset + len` lies in the frame (checked by the caller), and
+            // `out` is valid for `len` bytes of writes that nothing else accesses (the
+            // caller's promise), so the two do not overlap.
+            unsafe { move_long(self.words.as_ptr().cast::<u8>().add(offset), out, len) };
             return;
         }
         let put = |at: usize, bytes: &[u8]| {
@@ -365,6 +321,18 @@ impl<'a> FrameWrite<'a> {
             bytes.len(),
             self.len()
         );
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if bytes.len() >= LONG_COPY {
+            // SAFETY: the range lies in the frame (asserted above), which this writer holds
+            // exclusively (readers only load, and discard what they read when it changed);
+            // `bytes` is a slice of its own, so the two do not overlap. See `copy_raw` for
+            // why a plain store is what an optimistic reader needs.
+            unsafe {
+                let out = self.words.as_ptr().cast::<u8>().cast_mut().add(offset);
+                move_long(bytes.as_ptr(), out, bytes.len());
+            }
+            return;
+        }
         let mut done = 0;
         while done < bytes.len() {
             let at = offset + done;
@@ -407,6 +375,11 @@ impl<'a> FrameWrite<'a> {
     #[inline]
     pub fn put_all(&mut self, image: &[u8]) {
         assert_eq!(image.len(), self.len(), "a frame image of the wrong size");
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        if image.len() >= LONG_COPY {
+            self.put(0, image);
+            return;
+        }
         for (word, chunk) in self.words.iter().zip(image.chunks_exact(WORD)) {
             let mut whole = [0u8; WORD];
             whole.copy_from_slice(chunk);
@@ -439,6 +412,61 @@ impl<'a> FrameWrite<'a> {
             let n = (len - done).min(zeros.len());
             self.put(offset + done, &zeros[..n]);
             done += n;
+        }
+    }
+}
+
+/// Copies `len` bytes (at least `LONG_COPY`) from `source` to `out`, 64 bytes a step in
+/// 16-byte moves, then the last 64 bytes again (overlapping what the steps copied).
+///
+/// # Safety
+/// `source` is valid for reads and `out` for writes of `len` bytes, the two ranges do not
+/// overlap, and `len >= LONG_COPY`.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline]
+unsafe fn move_long(source: *const u8, out: *mut u8, len: usize) {
+    debug_assert!(len >= LONG_COPY);
+    let blocks = len / 64;
+    // SAFETY: the loop copies `len / 64` whole blocks (at least one: `len >= 64`) inside
+    // both ranges; the tail copies `len - 64..len`, inside both too (the caller's promise).
+    // SSE2 is part of x86-64, and the registers used are declared clobbered.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            "movdqu xmm0, [{src}]",
+            "movdqu xmm1, [{src} + 16]",
+            "movdqu xmm2, [{src} + 32]",
+            "movdqu xmm3, [{src} + 48]",
+            "movdqu [{dst}], xmm0",
+            "movdqu [{dst} + 16], xmm1",
+            "movdqu [{dst} + 32], xmm2",
+            "movdqu [{dst} + 48], xmm3",
+            "add {src}, 64",
+            "add {dst}, 64",
+            "dec {n}",
+            "jnz 2b",
+            src = inout(reg) source => _,
+            dst = inout(reg) out => _,
+            n = inout(reg) blocks => _,
+            out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+            options(nostack)
+        );
+        if blocks * 64 < len {
+            let tail = len - 64;
+            std::arch::asm!(
+                "movdqu xmm0, [{src}]",
+                "movdqu xmm1, [{src} + 16]",
+                "movdqu xmm2, [{src} + 32]",
+                "movdqu xmm3, [{src} + 48]",
+                "movdqu [{dst}], xmm0",
+                "movdqu [{dst} + 16], xmm1",
+                "movdqu [{dst} + 32], xmm2",
+                "movdqu [{dst} + 48], xmm3",
+                src = in(reg) source.add(tail),
+                dst = in(reg) out.add(tail),
+                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
+                options(nostack, preserves_flags)
+            );
         }
     }
 }
@@ -540,6 +568,27 @@ mod tests {
             }
         }
         assert_eq!(read.copy_to(1024 - 64, &mut [0u8; 65]), None, "one byte past the end");
+    }
+
+    #[test]
+    fn writes_of_every_length_around_the_long_copy_step_at_every_alignment_are_exact() {
+        let lengths = [1, 7, 8, 63, 64, 65, 100, 127, 128, 129, 191, 192, 1000];
+        for offset in 0..16 {
+            for len in lengths {
+                let before: Vec<u8> = (0..1104u32).map(|i| (i % 251) as u8).collect();
+                let words = frame(&before);
+                let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13) ^ 0x5A).collect();
+                FrameWrite::new(&words).put(offset + 40, &bytes);
+                let mut model = before.clone();
+                model[offset + 40..offset + 40 + len].copy_from_slice(&bytes);
+                // Exactly the range changed, and nothing around it.
+                assert_eq!(bytes_of(&words), model, "{offset} {len}");
+            }
+        }
+        let words = frame(&[0u8; 1024]);
+        let image: Vec<u8> = (0..1024u32).map(|i| (i * 31) as u8).collect();
+        FrameWrite::new(&words).put_all(&image);
+        assert_eq!(bytes_of(&words), image);
     }
 
     #[test]

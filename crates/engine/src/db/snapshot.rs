@@ -519,8 +519,8 @@ impl Iter {
         let chunk = *chunk_next;
         *chunk_next = (chunk * 2).min(ITER_CHUNK_MAX);
         let loaded_before = buffer.len();
-        let (low, high) = (self.low.as_slice(), self.high.as_deref());
         let view = snapshot.view();
+        let (low, high) = (self.low.as_slice(), self.high.as_deref());
         let (range, more) = if backward {
             leaf.backward(&view, low, high, chunk)?
         } else {
@@ -528,7 +528,7 @@ impl Iter {
         };
         // The last key loaded, when the tree has more beyond it.
         let last = if backward { range.start } else { range.end.wrapping_sub(1) };
-        let horizon = (more && !range.is_empty()).then(|| leaf.chunk.key(last).to_vec());
+        let horizon = more && !range.is_empty();
         let mut load = |at: usize| {
             let key = leaf.chunk.key(at).to_vec();
             let value = match leaf.chunk.take_value(at) {
@@ -557,9 +557,15 @@ impl Iter {
         assert!(buffer.range(loaded_before..).next_back().is_none_or(|(key, _)| inside(key)));
         debug_assert!(buffer.range(loaded_before..).all(|(key, _)| inside(key)));
         match (horizon, end) {
-            (None, _) => self.settle(),
-            (Some(h), End::Front) => self.low = successor(&h),
-            (Some(h), End::Back) => self.high = Some(h),
+            (false, _) => self.settle(),
+            // What is left starts past the last key loaded (`low`'s buffer reused).
+            (true, End::Front) => {
+                let key = leaf.chunk.key(last);
+                self.low.clear();
+                self.low.extend_from_slice(key);
+                self.low.push(0);
+            }
+            (true, End::Back) => self.high = Some(leaf.chunk.key(last).to_vec()),
         }
         if !self.exhausted && self.high.as_ref().is_some_and(|high| *high <= self.low) {
             self.settle();
@@ -611,33 +617,42 @@ impl Leaf {
         high: Option<&[u8]>,
         limit: usize,
     ) -> Result<(std::ops::Range<usize>, bool)> {
-        let mut from = low.to_vec();
+        // Where the pass reads from: `low`, or the start of a leaf past empty ones.
+        let mut past: Option<Vec<u8>> = None;
         // Bounded: each pass reads a leaf further on, and the tree has finitely many.
         loop {
+            let from = past.as_deref().unwrap_or(low);
             let covered = match &self.read_by {
                 Some(ReadBy::Forward(by)) => {
-                    by.as_slice() <= from.as_slice()
-                        && self.chunk.bound.as_deref().is_none_or(|next| from.as_slice() < next)
+                    by.as_slice() <= from
+                        && self.chunk.bound.as_deref().is_none_or(|next| from < next)
                 }
                 _ => false,
             };
             if !covered {
                 view.inner.pages.chunk_forward(
                     view.version.tree.root,
-                    &from,
+                    from,
                     limit,
                     &mut self.chunk,
                 )?;
                 if self.chunk.lsn > view.sequence {
                     // Changed after the snapshot: what the keys it covers held then.
                     let before = view.version.undo.before_range(
-                        &from,
+                        from,
                         self.chunk.bound.as_deref(),
                         view.sequence,
                     );
                     self.chunk.overlay(&before.map_err(|_| view.too_old())?);
                 }
-                self.read_by = Some(ReadBy::Forward(from.clone()));
+                // The key it was read by, in the buffer of the last one when there was one.
+                match &mut self.read_by {
+                    Some(ReadBy::Forward(by)) => {
+                        by.clear();
+                        by.extend_from_slice(from);
+                    }
+                    other => *other = Some(ReadBy::Forward(from.to_vec())),
+                }
             }
             let chunk = &self.chunk;
             let start = chunk.below(low);
@@ -655,7 +670,7 @@ impl Leaf {
                 return Ok((start..end, more));
             }
             // Nothing left in this leaf: on to the next.
-            from = chunk.bound.clone().expect("more means a next leaf");
+            past = Some(chunk.bound.clone().expect("more means a next leaf"));
         }
     }
 

@@ -3,8 +3,9 @@
 //!
 //! **Write path** (`write.rs`). A write (a `WriteBatch`; `put` and `delete` are batches of
 //! one) latches its leaves, is appended to the log, which gives it its sequence number (the
-//! LSN), records each key's before-image in the undo, and changes the leaves where they lie
-//! (`tree::write`), marking them dirty. For `Sync` the writer then waits for the log to make
+//! LSN), records each key's before-image in the undo (not for a one-key write published
+//! without waiting for the log while no snapshot lives: `snapshot::LiveSnapshots`), and
+//! changes the leaves where they lie (`tree::write`), marking them dirty. For `Sync` the writer then waits for the log to make
 //! it durable (group commit: one fdatasync for every writer waiting at that moment, or no
 //! system call at all on the pmem backend), with no latch held. Only then is it
 //! *published*: the visible sequence number passes it once every earlier write is
@@ -17,7 +18,8 @@
 //! reads the tree's pages in place in their frames, optimistically, or loads one into a
 //! frame itself on a miss; where a leaf changed after its sequence (the leaf's LSN is
 //! above it), the undo gives what the keys held then. Readers never wait for a writer's
-//! I/O or fsync.
+//! I/O or fsync (a new `Snapshot` waits for one-key writes that recorded nothing to be
+//! published, which they are right after they change their leaf).
 //!
 //! **Checkpoints** (`checkpoint.rs`; background thread, on a dirty-page, log size or time
 //! trigger, or on demand): the visible sequence number `S` (every change at or below it is
@@ -136,6 +138,9 @@ struct Inner {
     writer: Writer,
     /// The before-images of the changes, for snapshots.
     undo: Undo,
+    /// The snapshots alive, and which writes left their before-images out
+    /// (`snapshot::LiveSnapshots`).
+    live: snapshot::LiveSnapshots,
     /// The id the next new page or overflow block gets.
     next_page: AtomicU64,
     /// Overflow values replaced or removed, each with the LSN of the change: their blocks
@@ -919,6 +924,14 @@ impl Inner {
     }
 
     fn snapshot(self: &Arc<Self>) -> Snapshot {
+        // Counted in first: every write from here on records its before-images; those that
+        // may not have are below `unrecorded`, whose publication the sequence waits for
+        // (`snapshot::LiveSnapshots`). A failed store publishes nothing more, and the
+        // snapshot's reads fail with it.
+        let unrecorded = self.live.enter();
+        if !self.visible.wait(unrecorded, &self.failed) {
+            debug_assert!(self.failed.load(Ordering::Acquire));
+        }
         self.with_view(|view| Snapshot {
             inner: Arc::clone(self),
             version: Arc::clone(view.version),

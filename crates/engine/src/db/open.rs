@@ -484,6 +484,7 @@ fn start(
         next_page: &next_page,
         freed: &freed,
         undo: None,
+        live: None,
         inline_max: options.max_inline_value(),
     };
     let mut replay_error: Option<Error> = None;
@@ -582,6 +583,7 @@ fn start(
         switch: RwLock::new(()),
         writer,
         undo,
+        live: Default::default(),
         next_page,
         freed,
         visible: Visibility::new(last),

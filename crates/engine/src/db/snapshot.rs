@@ -163,15 +163,92 @@ const ITER_CHUNK_FIRST: usize = 4;
 /// The most entries an iterator's end takes from each source at a time.
 const ITER_CHUNK_MAX: usize = 256;
 
+/// Which writes may leave their before-images out of the undo: a write of one key that
+/// is published without waiting for the log (`Buffered`, `None`) while no snapshot lives.
+///
+/// Only snapshots (and the iterators, transactions and backups made of them) read the undo
+/// for a change they must not see; a point read that finds a change above its sequence
+/// with no before-image takes the leaf's value, the write's, which is about to be published
+/// and readers of the store already see unsynced writes. So the undo's skip-list insert,
+/// the largest single cost of a small write, is needed only while a snapshot lives.
+///
+/// The protocol, all `SeqCst`: such a write, numbered `t` with its leaf latched, finding
+/// `count` at zero, raises `unrecorded` to `t` and then reads `count` again; at zero it
+/// records nothing. A snapshot adds
+/// itself to `count`, then reads `unrecorded` and waits until that is visible before it
+/// takes its sequence. In the single order of those operations, a write that read zero
+/// raised `unrecorded` before the snapshot counted itself, so the snapshot reads `t` or
+/// more and its sequence covers `t`: it never needs `t`'s before-image. Every write after
+/// the snapshot counted itself records, until the last snapshot is dropped.
+///
+/// Must never: let a snapshot take a sequence below a write that recorded nothing and may
+/// not have changed its leaf yet; let a write whose batch has more than one key, or that
+/// waits for the log, leave its before-images out.
+#[derive(Debug, Default)]
+pub(super) struct LiveSnapshots {
+    /// Snapshots alive.
+    count: std::sync::atomic::AtomicUsize,
+    /// The highest sequence number of a write that may have recorded nothing.
+    unrecorded: std::sync::atomic::AtomicU64,
+}
+
+impl LiveSnapshots {
+    /// Whether the write of one key numbered `lsn` may leave its before-image out (see the
+    /// type's header); called with its leaf latched, before the leaf changes.
+    pub(super) fn unneeded(&self, lsn: u64) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.count.load(SeqCst) != 0 {
+            // Records: no need to raise `unrecorded` (and make new snapshots wait for it).
+            return false;
+        }
+        self.unrecorded.fetch_max(lsn, SeqCst);
+        let unneeded = self.count.load(SeqCst) == 0;
+        debug_assert!(self.unrecorded.load(SeqCst) >= lsn);
+        unneeded
+    }
+
+    /// Counts a new snapshot in; returns the sequence it must wait to be visible before it
+    /// takes its own.
+    pub(super) fn enter(&self) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        let before = self.count.fetch_add(1, SeqCst);
+        assert!(before < usize::MAX / 2, "snapshots counted in and never out");
+        self.unrecorded.load(SeqCst)
+    }
+
+    /// Counts a dropped snapshot out.
+    fn leave(&self) {
+        let before = self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        assert!(before > 0, "a snapshot counted out that was never counted in");
+    }
+}
+
 /// A consistent, read-only view of the store as of the moment it was taken. It keeps the
 /// pages of its tree version from being deleted while it lives, so drop it when done.
 ///
 /// Its reads fail with [`Error::Closed`] once the store is closed.
-#[derive(Clone)]
 pub struct Snapshot {
     pub(super) inner: Arc<Inner>,
     pub(super) version: Arc<Version>,
     pub(super) sequence: u64,
+}
+
+impl Clone for Snapshot {
+    fn clone(&self) -> Snapshot {
+        // Counted in while `self` is: every write since recorded its before-images.
+        let _ = self.inner.live.enter();
+        Snapshot {
+            inner: Arc::clone(&self.inner),
+            version: Arc::clone(&self.version),
+            sequence: self.sequence,
+        }
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.inner.live.leave();
+    }
 }
 
 impl Snapshot {
@@ -743,5 +820,27 @@ impl Iterator for Iter {
 impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.take_entry(if self.reversed { End::Front } else { End::Back })
+    }
+}
+
+#[cfg(test)]
+mod live_tests {
+    use super::LiveSnapshots;
+
+    #[test]
+    fn a_snapshot_counted_in_after_an_unrecorded_write_waits_for_it() {
+        let live = LiveSnapshots::default();
+        assert!(live.unneeded(7), "no snapshot lives: nothing to record");
+        assert!(live.unneeded(5), "an older number leaves the mark where it is");
+        assert_eq!(live.enter(), 7, "the snapshot must wait for write 7");
+        assert!(!live.unneeded(9), "a snapshot lives: write 9 records");
+        let second = live.enter();
+        assert_eq!(second, 7, "a recorded write does not raise the mark");
+        live.leave();
+        assert!(!live.unneeded(10), "one snapshot still lives");
+        live.leave();
+        assert!(live.unneeded(11), "the last snapshot was dropped");
+        assert_eq!(live.enter(), 11);
+        live.leave();
     }
 }

@@ -71,7 +71,7 @@ fn a_crash_after_a_fuzzy_checkpoint_leaks_no_replaced_value() {
     let payload = batch.encode();
     let root = inner.current.load().tree.root;
     let number = || log.append(batch_record(), &payload, Durability::Sync).map(|lsn| lsn.0);
-    let lsn = match inner.apply().batch(root, &batch, number) {
+    let lsn = match inner.apply(Durability::Sync).batch(root, &batch, number) {
         Ok(lsn) => lsn,
         Err(_) => panic!("the replacement was refused"),
     };

@@ -30,6 +30,8 @@ use crate::page::slotted::edit::ValueRef;
 use crate::page::OverflowRef;
 use crate::tree::write::{Op, Space, WriteError, Writer};
 use crate::undo::Undo;
+
+use super::snapshot::LiveSnapshots;
 use crate::{Error, Result};
 
 /// The longest a writer is slowed down at a time.
@@ -55,6 +57,9 @@ pub(super) struct Apply<'a> {
     pub freed: &'a Mutex<Vec<(u64, OverflowRef)>>,
     /// Where before-images go; `None` in recovery, which has no readers.
     pub undo: Option<&'a Undo>,
+    /// For a write published without waiting for the log: when a batch of one key may leave
+    /// its before-image out (`snapshot::LiveSnapshots`). `None`: every batch records.
+    pub live: Option<&'a LiveSnapshots>,
     pub inline_max: usize,
 }
 
@@ -115,12 +120,16 @@ impl Apply<'_> {
             })
             .collect();
         let space = Ids { pages: self.pages, next_page: self.next_page };
+        // One key's change is all or nothing to any reader with or without its before-image.
+        let live = self.live.filter(|_| ops.len() == 1);
         let record = |key: &[u8], lsn, before: Option<ValueRef<'_>>| {
             if let Some(ValueRef::Overflow(overflow)) = before {
                 lock(self.freed).push((lsn, overflow));
             }
             if let Some(undo) = self.undo {
-                undo.record(key, lsn, before);
+                if !live.is_some_and(|live| live.unneeded(lsn)) {
+                    undo.record(key, lsn, before);
+                }
             }
         };
         let pool = self.pages.pool();
@@ -200,7 +209,7 @@ impl Inner {
         self.pages.pool().populate_ahead(self.next_page.load(Ordering::Relaxed));
         let payload = batch.encode();
         let log = self.log()?;
-        let apply = self.apply();
+        let apply = self.apply(durability);
         let reads: Vec<&[u8]> = expect.iter().map(|(key, _)| *key).collect();
         let check = |current: &[Option<ValueRef<'_>>]| -> std::result::Result<(), Refusal> {
             for (index, (now, (_, wanted))) in current.iter().zip(expect).enumerate() {
@@ -271,14 +280,17 @@ impl Inner {
         })
     }
 
-    /// What applying a batch needs, for this store.
-    pub(super) fn apply(&self) -> Apply<'_> {
+    /// What applying a batch of `durability` needs, for this store.
+    pub(super) fn apply(&self, durability: Durability) -> Apply<'_> {
         Apply {
             pages: &self.pages,
             writer: &self.writer,
             next_page: &self.next_page,
             freed: &self.freed,
             undo: Some(&self.undo),
+            // A `Sync` write is published only once durable: until then a reader must not
+            // see it, so it always records.
+            live: (durability != Durability::Sync).then_some(&self.live),
             inline_max: self.options.max_inline_value(),
         }
     }

@@ -18,8 +18,9 @@
 //! reads the tree's pages in place in their frames, optimistically, or loads one into a
 //! frame itself on a miss; where a leaf changed after its sequence (the leaf's LSN is
 //! above it), the undo gives what the keys held then. Readers never wait for a writer's
-//! I/O or fsync (a new `Snapshot` waits for one-key writes that recorded nothing to be
-//! published, which they are right after they change their leaf).
+//! I/O or fsync, with one exception: a new `Snapshot` waits for the one-key writes that
+//! recorded nothing to be published (right after they change their leaf, once every
+//! earlier write is, so behind a `Sync` write in flight it waits for that write's fsync).
 //!
 //! **Checkpoints** (`checkpoint.rs`; background thread, on a dirty-page, log size or time
 //! trigger, or on demand): the visible sequence number `S` (every change at or below it is

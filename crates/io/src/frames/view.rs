@@ -427,9 +427,28 @@ impl<'a> FrameWrite<'a> {
 unsafe fn move_long(source: *const u8, out: *mut u8, len: usize) {
     debug_assert!(len >= LONG_COPY);
     let blocks = len / 64;
-    // SAFETY: the loop copies `len / 64` whole blocks (at least one: `len >= 64`) inside
-    // both ranges; the tail copies `len - 64..len`, inside both too (the caller's promise).
-    // SSE2 is part of x86-64, and the registers used are declared clobbered.
+    // SAFETY: the first call copies `len / 64` whole blocks (at least one: `len >= 64`)
+    // inside both ranges; the second copies `len - 64..len`, inside both too (the caller's
+    // promise).
+    unsafe {
+        move_blocks(source, out, blocks);
+        if blocks * 64 < len {
+            move_blocks(source.add(len - 64), out.add(len - 64), 1);
+        }
+    }
+}
+
+/// Copies `blocks` (at least one) runs of 64 bytes from `source` to `out`, in 16-byte moves.
+///
+/// # Safety
+/// `source` is valid for reads and `out` for writes of `blocks * 64` bytes, and the two do
+/// not overlap.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline]
+unsafe fn move_blocks(source: *const u8, out: *mut u8, blocks: usize) {
+    debug_assert!(blocks > 0);
+    // SAFETY: the caller's promise covers every byte the loop moves; SSE2 is part of
+    // x86-64, and the registers used are declared clobbered.
     unsafe {
         std::arch::asm!(
             "2:",
@@ -451,23 +470,6 @@ unsafe fn move_long(source: *const u8, out: *mut u8, len: usize) {
             out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
             options(nostack)
         );
-        if blocks * 64 < len {
-            let tail = len - 64;
-            std::arch::asm!(
-                "movdqu xmm0, [{src}]",
-                "movdqu xmm1, [{src} + 16]",
-                "movdqu xmm2, [{src} + 32]",
-                "movdqu xmm3, [{src} + 48]",
-                "movdqu [{dst}], xmm0",
-                "movdqu [{dst} + 16], xmm1",
-                "movdqu [{dst} + 32], xmm2",
-                "movdqu [{dst} + 48], xmm3",
-                src = in(reg) source.add(tail),
-                dst = in(reg) out.add(tail),
-                out("xmm0") _, out("xmm1") _, out("xmm2") _, out("xmm3") _,
-                options(nostack, preserves_flags)
-            );
-        }
     }
 }
 

@@ -36,13 +36,14 @@ use crate::machine::{machine_info, malloc_in_use_bytes, process_memory};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
-use tierkv::{Db, Durability, Options};
+use tierkv::{Backend, Db, Durability, Options};
 use tierkv_io::file_system_info;
-use tierkv_io::AccessMethod;
+use tierkv_io::{AccessMethod, Storage};
 
 use crate::device::{BenchError, Machine};
 use crate::scratch::ScratchDir;
 use crate::summary::median_of_present;
+use crate::wal::{measure_sync_limit, SyncLimit, SyncLimitAround};
 
 mod plot;
 
@@ -148,6 +149,9 @@ pub struct EngineBenchConfig {
     pub heap_in_use: fn() -> Option<u64>,
     /// The command line, for the report.
     pub command: String,
+    /// How long the fdatasync limit is measured, before the workloads and after them, when
+    /// the puts are `Sync` on the file log (zero: not measured).
+    pub sync_limit_time: Duration,
 }
 
 impl EngineBenchConfig {
@@ -168,6 +172,7 @@ impl EngineBenchConfig {
             allocator: "system".into(),
             heap_in_use: malloc_in_use_bytes,
             command: String::new(),
+            sync_limit_time: Duration::from_secs(2),
         }
     }
 }
@@ -206,6 +211,23 @@ pub struct WorkloadResult {
     pub cache_hit_ratio: Option<f64>,
     /// Resident memory after the workload, bytes.
     pub rss_bytes: Option<u64>,
+    /// A write workload's log syncs, with `Sync` puts on the file log.
+    #[serde(default)]
+    pub sync: Option<SyncShare>,
+}
+
+/// How close a workload of `Sync` puts came to the fdatasync limit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SyncShare {
+    /// The log's fdatasync rounds during the workload.
+    pub rounds: u64,
+    /// Records those rounds made durable, per round (the group-commit size).
+    pub records_per_sync: f64,
+    /// Mean time of one of the log's fdatasync calls, microseconds.
+    pub sync_us: f64,
+    /// `ops_per_sec ÷ (limit × records_per_sync)`, the limit the mean of the two
+    /// measurements around the run (`EngineBenchReport::fdatasync_limit`).
+    pub of_limit: f64,
 }
 
 /// Memory at one moment of the run (see `MemoryTrace`).
@@ -410,6 +432,11 @@ pub struct EngineBenchReport {
     pub memory_trace: Vec<MemorySample>,
     /// Bytes of the store's block files at the end.
     pub store_file_bytes: u64,
+    /// The fdatasync limit (a 4 KiB pwrite + fdatasync loop) in the log's directory,
+    /// measured before the workloads and after them, when the puts are `Sync` on the file
+    /// log.
+    #[serde(default)]
+    pub fdatasync_limit: Option<SyncLimitAround>,
 }
 
 fn key(number: u64) -> [u8; KEY_BYTES] {
@@ -471,6 +498,7 @@ fn run_traced(
     let mut db: Option<Db> = None;
     let mut rng = fastrand::Rng::with_seed(config.seed);
     let mut results = Vec::new();
+    let limit_before = sync_limit(config, dir)?;
     let mut value = vec![0u8; config.value_size];
     let total: u64 = config
         .workloads
@@ -622,6 +650,9 @@ fn run_traced(
         };
         let seconds = started.elapsed().as_secs_f64();
         trace.set_running(None);
+        let writes =
+            matches!(workload, Workload::FillSeq | Workload::FillRandom | Workload::Overwrite)
+                .then_some(());
         let after = store.stats().map_err(engine_error)?;
         let lookups = (after.cache.hits + after.cache.misses)
             .saturating_sub(before.cache.hits + before.cache.misses);
@@ -644,10 +675,37 @@ fn run_traced(
             checkpoints: after.checkpoints - before.checkpoints,
             cache_hit_ratio: (lookups > 0).then(|| hits as f64 / lookups as f64),
             rss_bytes: process_memory().map(|m| m.rss_bytes),
+            sync: limit_before.as_ref().and(writes).and_then(|()| {
+                let rounds = after.log.sync_rounds - before.log.sync_rounds;
+                let records = after.log.synced_records - before.log.synced_records;
+                let sync_ns = after.log.sync_ns - before.log.sync_ns;
+                (rounds > 0).then(|| SyncShare {
+                    rounds,
+                    records_per_sync: records as f64 / rounds as f64,
+                    sync_us: sync_ns as f64 / rounds as f64 / 1e3,
+                    // Set once the limit is measured again after the workloads.
+                    of_limit: f64::NAN,
+                })
+            }),
         });
     }
     if let Some(db) = db {
         db.close().map_err(engine_error)?;
+    }
+    let fdatasync_limit = match limit_before {
+        Some(before) => sync_limit(config, dir)?.map(|after| SyncLimitAround {
+            per_s: (before.per_s + after.per_s) / 2.0,
+            before,
+            after,
+        }),
+        None => None,
+    };
+    if let Some(limit) = &fdatasync_limit {
+        for result in &mut results {
+            if let Some(share) = result.sync.as_mut() {
+                share.of_limit = result.ops_per_sec / (limit.per_s * share.records_per_sync);
+            }
+        }
     }
     let read_methods = match config.read_method_trials {
         0 => None,
@@ -678,7 +736,22 @@ fn run_traced(
         read_methods,
         memory_trace: Vec::new(),
         store_file_bytes,
+        fdatasync_limit,
     })
+}
+
+/// The fdatasync limit where the log is, when the puts are `Sync` on the file log.
+fn sync_limit(config: &EngineBenchConfig, dir: &Path) -> Result<Option<SyncLimit>, BenchError> {
+    let file_log = config.options.log_backend.is_none_or(|backend| backend == Backend::File);
+    if config.durability != Durability::Sync || !file_log || config.sync_limit_time.is_zero() {
+        return Ok(None);
+    }
+    // The log goes in the store's directory unless it is put elsewhere.
+    let log_dir = match &config.options.log_dir {
+        Some(log_dir) => log_dir.clone(),
+        None => dir.parent().unwrap_or(dir).to_path_buf(),
+    };
+    measure_sync_limit(&Storage::Os, &log_dir, config.sync_limit_time).map(Some)
 }
 
 /// `config.reads` lookups of random keys in `0..num`; returns how many were found.
@@ -841,6 +914,26 @@ pub fn table(report: &EngineBenchReport) -> String {
         }
         out.push('\n');
     }
+    if let Some(limit) = &report.fdatasync_limit {
+        out.push_str(&format!(
+            "fdatasync limit where the log is: {:.0} per s (4 KiB pwrite + fdatasync; {:.0} \
+             before the workloads, {:.0} after)\n",
+            limit.per_s, limit.before.per_s, limit.after.per_s
+        ));
+        for r in &report.results {
+            if let Some(sync) = &r.sync {
+                out.push_str(&format!(
+                    "  {}: {:.2} of the limit times {:.2} records per sync ({} syncs, {:.0} us \
+                     each)\n",
+                    r.workload.name(),
+                    sync.of_limit,
+                    sync.records_per_sync,
+                    sync.rounds,
+                    sync.sync_us
+                ));
+            }
+        }
+    }
     let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
     if let Some(methods) = &report.read_methods {
         for trial in &methods.trials {
@@ -931,6 +1024,42 @@ mod tests {
         assert_eq!(samples[0].engine_cache_bytes, None);
         assert_eq!(samples[0].heap_in_use_bytes, None);
         db.close().expect("close");
+    }
+
+    #[test]
+    fn sync_puts_are_set_beside_the_fdatasync_limit() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut config = EngineBenchConfig::new(dir.path());
+        config.num = 300;
+        config.reads = 300;
+        config.workloads = vec![Workload::FillRandom, Workload::ReadRandom, Workload::Overwrite];
+        config.durability = Durability::Sync;
+        config.progress = false;
+        config.options.cache_size = 8 << 20;
+        config.sync_limit_time = Duration::from_millis(100);
+        let report = run(&config).expect("run");
+        let limit = report.fdatasync_limit.as_ref().expect("measured");
+        assert!(limit.before.samples > 0 && limit.after.samples > 0, "{limit:?}");
+        assert!(limit.per_s > 0.0 && limit.per_s.is_finite());
+        for result in &report.results {
+            match result.workload {
+                Workload::ReadRandom => assert!(result.sync.is_none(), "a read workload"),
+                _ => {
+                    // One writer: each put waits for a sync of its own.
+                    let sync = result.sync.as_ref().expect("a write workload's syncs");
+                    assert_eq!(sync.rounds, 300, "{sync:?}");
+                    assert_eq!(sync.records_per_sync, 1.0);
+                    let expected = result.ops_per_sec / limit.per_s;
+                    assert!((sync.of_limit - expected).abs() < 1e-9 && sync.sync_us > 0.0);
+                }
+            }
+        }
+        assert!(table(&report).contains("of the limit times 1.00 records per sync"));
+        // Not measured for puts that do not wait for the log.
+        config.durability = Durability::Buffered;
+        config.workloads = vec![Workload::FillRandom];
+        let report = run(&config).expect("run");
+        assert!(report.fdatasync_limit.is_none() && report.results[0].sync.is_none());
     }
 
     #[test]

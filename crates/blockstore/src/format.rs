@@ -67,7 +67,19 @@ pub const FLAG_RELOCATED: u8 = 4;
 /// free space of an older segment, at `remote`; the pointer in the log carries no payload,
 /// and its other fields are those of the block it points at.
 pub const FLAG_REMOTE: u8 = 8;
-const KNOWN_FLAGS: u8 = FLAG_LAST_IN_GROUP | FLAG_TOMBSTONE | FLAG_RELOCATED | FLAG_REMOTE;
+/// Header flag: the block is a piece's mark, not a block of the layer above: its group is
+/// a piece of a chain (`BlockStore::begin_chain`), which counts only once a piece marked
+/// `FLAG_CHAIN_END` follows. `id` names the chain's first piece (0: this group is it); no
+/// payload. Always the last block of its group.
+pub const FLAG_CHAIN: u8 = 16;
+/// Header flag, with `FLAG_CHAIN`: this piece ends its chain, which counts from here on.
+pub const FLAG_CHAIN_END: u8 = 32;
+const KNOWN_FLAGS: u8 = FLAG_LAST_IN_GROUP
+    | FLAG_TOMBSTONE
+    | FLAG_RELOCATED
+    | FLAG_REMOTE
+    | FLAG_CHAIN
+    | FLAG_CHAIN_END;
 
 /// Where a pointer's block lies, and the checksum that block must carry. Stored in the
 /// header's bytes 48..60: segment (u32), offset / `BLOCK_ALIGN` (u32), crc32c (u32).
@@ -233,6 +245,15 @@ impl BlockHeader {
         self.flags & FLAG_TOMBSTONE != 0
     }
 
+    /// For a piece's mark (`FLAG_CHAIN`): the chain's first group, and whether this piece
+    /// ends the chain. `None` for a block of the layer above.
+    pub fn chain(&self) -> Option<(GroupId, bool)> {
+        (self.flags & FLAG_CHAIN != 0).then(|| {
+            let first = if self.id.0 == 0 { self.group } else { GroupId(self.id.0) };
+            (first, self.flags & FLAG_CHAIN_END != 0)
+        })
+    }
+
     /// Bytes the block takes in a segment, padding included.
     pub fn footprint(&self) -> u64 {
         block_footprint(self.payload_len())
@@ -376,6 +397,22 @@ pub fn decode_header(bytes: &[u8]) -> Result<BlockHeader, HeaderProblem> {
     }
     if header.is_last() != (header.index + 1 == header.count) {
         return invalid("the last-in-group flag disagrees with the block's position".into());
+    }
+    if flags & (FLAG_CHAIN | FLAG_CHAIN_END) != 0 {
+        let plain = flags & !(FLAG_CHAIN | FLAG_CHAIN_END) == FLAG_LAST_IN_GROUP;
+        if flags & FLAG_CHAIN == 0
+            || !plain
+            || header.stored_len != 0
+            || header.raw_len != 0
+            || codec != Codec::None
+            || header.id.0 >= header.group.0
+            || header.version != header.group
+        {
+            return invalid(format!(
+                "an invalid chain mark (flags {flags:#04x}, id {}, group {})",
+                header.id, header.group
+            ));
+        }
     }
     if header.is_tombstone() && (header.stored_len != 0 || header.raw_len != 0) {
         return invalid("a tombstone with a payload".into());

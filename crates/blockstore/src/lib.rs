@@ -36,6 +36,8 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 #![warn(missing_docs)]
 
+use std::collections::BTreeMap;
+
 mod doublewrite;
 mod error;
 pub mod format;
@@ -138,6 +140,18 @@ pub trait BlockStore: Send + Sync {
         self.apply_group(&changes)
     }
 
+    /// Starts a chain: one atomic group written in pieces (`Chain::put`, then
+    /// `Chain::commit`), so that its writer need not hold all of it at once. Nothing of it
+    /// is visible until `commit` returns `Ok`, and then all of it is, durably, as with
+    /// `apply_group`; a chain dropped without `commit`, or cut by a crash, leaves nothing.
+    /// An id may be in several pieces: the last piece that names it wins. Other groups must
+    /// not write the chain's ids while it is open. `LogStore` writes each piece as it comes;
+    /// the default (`DoublewriteStore`) keeps the pieces in memory and applies them as one
+    /// group at `commit`.
+    fn begin_chain(&self) -> Box<dyn Chain + '_> {
+        Box::new(BufferedChain { store: self, changes: BTreeMap::new() })
+    }
+
     /// The block's content, or `None` if it was never written or was deleted.
     fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError>;
 
@@ -173,6 +187,56 @@ pub trait BlockStore: Send + Sync {
 
     /// Stops background work and syncs. Later calls fail with `BlockError::Closed`.
     fn close(&self) -> Result<(), BlockError>;
+}
+
+/// A group written in pieces: see `BlockStore::begin_chain`.
+pub trait Chain: Send {
+    /// Writes `changes` as the chain's next piece (no id twice in one piece): not visible
+    /// and not durable until `commit`.
+    fn put(&mut self, changes: &[BlockWrite<'_>]) -> Result<(), BlockError>;
+
+    /// Writes `changes` (possibly none) as the last piece, and applies the whole chain
+    /// atomically and durably; returns the group that made it count.
+    fn commit(self: Box<Self>, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError>;
+}
+
+/// `BlockStore::begin_chain`'s default: the pieces' changes kept in memory (a later one
+/// replacing an earlier one of the same id) and applied as one group at `commit`.
+struct BufferedChain<'a, S: BlockStore + ?Sized> {
+    store: &'a S,
+    changes: BTreeMap<BlockId, Option<Vec<u8>>>,
+}
+
+impl<S: BlockStore + ?Sized> BufferedChain<'_, S> {
+    fn keep(&mut self, changes: &[BlockWrite<'_>]) {
+        for change in changes {
+            let bytes = match change {
+                BlockWrite::Put(_, bytes) => Some(bytes.to_vec()),
+                BlockWrite::Delete(_) => None,
+            };
+            self.changes.insert(change.id(), bytes);
+        }
+    }
+}
+
+impl<S: BlockStore + ?Sized> Chain for BufferedChain<'_, S> {
+    fn put(&mut self, changes: &[BlockWrite<'_>]) -> Result<(), BlockError> {
+        self.keep(changes);
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
+        self.keep(changes);
+        let group: Vec<BlockWrite<'_>> = self
+            .changes
+            .iter()
+            .map(|(&id, bytes)| match bytes {
+                Some(bytes) => BlockWrite::Put(id, bytes),
+                None => BlockWrite::Delete(id),
+            })
+            .collect();
+        self.store.apply_group(&group)
+    }
 }
 
 /// Bytes a `HashMap<K, V>` (hashbrown) of `capacity` takes: its buckets (a capacity of `n`

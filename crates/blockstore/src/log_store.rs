@@ -14,6 +14,13 @@
 //! files at once, on threads of their own. Only then are the group's blocks applied to the
 //! map, so a reader never sees a partial group.
 //!
+//! **Chains** (`begin_chain`, `chain.rs`): one atomic group written in pieces, each piece a
+//! group of its own ending in a mark that names the chain's first piece, applied to the map
+//! only once the ending piece is durable; recovery holds pieces aside until it meets the
+//! ending piece, and leaves out a chain without one. Cleaning leaves alone the segments of
+//! an open chain's pieces, and the segment of a chain's ending piece while recovery from
+//! the last checkpoint reads its first.
+//!
 //! **Reusing space** (threaded logging): once the files (less the active segments' unused
 //! tails) hold `space_target` times the live bytes, a user group's larger puts go into free
 //! extents of older segments (the pool), filling the segment with the most free space in
@@ -118,10 +125,11 @@ use crate::read;
 use crate::stats::Counters;
 use crate::writeback::Writeback;
 use crate::{
-    BlockError, BlockId, BlockStore, BlockWrite, GroupId, RecoveryReport, StoreKind, StoreOptions,
-    StoreStats, VerifyReport, Versioned,
+    BlockError, BlockId, BlockStore, BlockWrite, Chain, GroupId, RecoveryReport, StoreKind,
+    StoreOptions, StoreStats, VerifyReport, Versioned,
 };
 
+mod chain;
 mod checkpoint;
 mod clean;
 mod lookup;
@@ -170,6 +178,10 @@ struct SegmentInfo {
     /// Offset of the last pointer written in it (user stream), which recovery needs while
     /// it lies at or after the last checkpoint's scan position.
     last_pointer: Option<u64>,
+    /// Where the earliest chain that ends in it began (its first piece's segment and
+    /// offset): while recovery from the last checkpoint scans that piece, it needs the
+    /// ending piece in this segment too, or it would leave the chain out.
+    chain_from: Option<(u64, u64)>,
 }
 
 /// What readers look at: the map and the segments, with the space figures.
@@ -234,12 +246,14 @@ impl Index {
         self.free(old.segment, old.offset, old.footprint(), old.version.0);
     }
 
-    /// True when `segment` holds a pointer that recovery from the last checkpoint reads.
-    fn holds_needed_pointers(&self, segment: u64) -> bool {
-        self.segments
-            .get(&segment)
-            .and_then(|info| info.last_pointer)
-            .is_some_and(|offset| (segment, offset) >= self.durable_scan[Stream::User as usize])
+    /// True when `segment` holds what recovery from the last checkpoint reads and cleaning
+    /// does not copy: a pointer, or the ending piece of a chain whose first piece recovery
+    /// reads.
+    fn needed_by_recovery(&self, segment: u64) -> bool {
+        let scan = self.durable_scan[Stream::User as usize];
+        let Some(info) = self.segments.get(&segment) else { return false };
+        info.last_pointer.is_some_and(|offset| (segment, offset) >= scan)
+            || info.chain_from.is_some_and(|from| from >= scan)
     }
 }
 
@@ -321,9 +335,18 @@ struct Inflight {
     scan_floor: [u64; STREAMS],
     next_group: u64,
     bytes_since_checkpoint: u64,
+    /// The pieces of open chains (a subset of `groups`), each with the segments it wrote
+    /// into (its log part's and its reused space's): cleaning leaves those segments alone
+    /// and does not wait for these groups, which are applied only when their chain commits.
+    chained: BTreeMap<u64, Vec<u64>>,
 }
 
 impl Inflight {
+    /// Whether a piece of an open chain lies in `segment`.
+    fn holds_open_chain(&self, segment: u64) -> bool {
+        self.chained.values().any(|segments| segments.contains(&segment))
+    }
+
     /// Where a checkpoint taken now must have recovery start in `stream`: its first group
     /// not yet in the map, or else its tail, or when it has no active segment the start of
     /// its floor (`(0, 0)`, all of it, when it never had one).
@@ -426,6 +449,7 @@ impl LogStore {
             scan_floor: [0; STREAMS],
             next_group: writer.next_group,
             bytes_since_checkpoint: 0,
+            chained: BTreeMap::new(),
         };
         let last = writer.next_group - 1;
         let shared = Arc::new(Shared {
@@ -540,6 +564,10 @@ impl LogStore {
 impl BlockStore for LogStore {
     fn apply_group(&self, changes: &[BlockWrite<'_>]) -> Result<GroupId, BlockError> {
         self.apply_changes(changes)
+    }
+
+    fn begin_chain(&self) -> Box<dyn Chain + '_> {
+        Box::new(chain::LogChain::new(self))
     }
 
     fn read(&self, id: BlockId) -> Result<Option<Vec<u8>>, BlockError> {

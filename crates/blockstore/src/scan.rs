@@ -507,6 +507,29 @@ impl Resolve<'_> {
                  a write that never finished, and left out"
             ));
         }
+        // A chain's pieces count only with its ending piece (`BlockStore::begin_chain`): a
+        // chain without one never finished, like an incomplete group.
+        let mut chains: BTreeMap<GroupId, (Vec<GroupId>, bool)> = BTreeMap::new();
+        for copy in &self.copies {
+            if let Some((first, end)) = copy.header.chain() {
+                let chain = chains.entry(first).or_default();
+                chain.0.push(copy.header.group);
+                chain.1 |= end;
+            }
+        }
+        for (first, (pieces, _)) in chains.iter().filter(|(_, (_, end))| !end) {
+            if self.options.keep_unfinished {
+                notes.push(format!(
+                    "the chain of pieces from group {first} has no ending piece, and is kept"
+                ));
+                continue;
+            }
+            notes.push(format!(
+                "the chain of pieces from group {first} has no ending piece: taken for a write \
+                 that never finished, and left out"
+            ));
+            torn.extend(pieces.iter().copied());
+        }
         // Recovery's rule (`apply_recovered`): the highest version wins, and a tombstone
         // deletes every copy of its version and older.
         let mut newest: HashMap<BlockId, Copy> = HashMap::new();
@@ -514,6 +537,10 @@ impl Resolve<'_> {
         let mut torn_ids: HashMap<BlockId, GroupId> = HashMap::new();
         for copy in &self.copies {
             let h = &copy.header;
+            if h.chain().is_some() {
+                // A piece's mark, not a block.
+                continue;
+            }
             if torn.contains(&h.group) {
                 torn_ids.insert(h.id, h.group);
                 continue;

@@ -92,6 +92,9 @@ pub struct RecoveryReport {
     pub discarded_blocks: u64,
     /// Bytes cut from the tail.
     pub discarded_bytes: u64,
+    /// Chains (`BlockStore::begin_chain`) whose pieces the scan met without their ending
+    /// piece: left out, as never acknowledged.
+    pub chains_dropped: u64,
     /// doublewrite store: a complete batch was found and written in place again.
     pub doublewrite_redone: bool,
     /// Wall time of the recovery.

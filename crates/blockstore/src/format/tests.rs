@@ -223,3 +223,30 @@ fn the_block_checksum_is_crc32c_of_header_then_payload() {
     }
     assert_eq!(block_crc(b"123456789", b""), 0xe306_9283, "the CRC-32C check value");
 }
+
+#[test]
+fn a_chain_mark_decodes_only_in_its_one_form() {
+    let decode = |h: &BlockHeader, payload: &[u8]| {
+        let mut out = Vec::new();
+        encode_block(&mut out, h, payload);
+        decode_header(&out)
+    };
+    // The first piece's mark names no earlier group; a later one names the first.
+    let first = BlockHeader { flags: FLAG_LAST_IN_GROUP | FLAG_CHAIN, ..header(0, 9, 2, 3, b"") };
+    assert_eq!(decode(&first, b"").expect("decodes").chain(), Some((GroupId(9), false)));
+    let end = BlockHeader { flags: first.flags | FLAG_CHAIN_END, id: BlockId(4), ..first };
+    assert_eq!(decode(&end, b"").expect("decodes").chain(), Some((GroupId(4), true)));
+    assert_eq!(header(4, 9, 0, 1, b"x").chain(), None, "a block is no mark");
+    let bad = [
+        BlockHeader { flags: FLAG_LAST_IN_GROUP | FLAG_CHAIN_END, ..first },
+        BlockHeader { flags: FLAG_CHAIN, ..header(0, 9, 1, 3, b"") },
+        BlockHeader { flags: first.flags | FLAG_TOMBSTONE, ..first },
+        BlockHeader { id: BlockId(9), ..end },
+        BlockHeader { version: GroupId(8), ..end },
+    ];
+    for h in &bad {
+        assert!(matches!(decode(h, b""), Err(HeaderProblem::Invalid(_))), "{h:?}");
+    }
+    let payload = BlockHeader { stored_len: 1, raw_len: 1, ..first };
+    assert!(matches!(decode(&payload, b"x"), Err(HeaderProblem::Invalid(_))));
+}

@@ -115,7 +115,9 @@ impl Shared {
     pub(super) fn pick_victim(&self, forced: bool) -> Result<Option<u64>, BlockError> {
         let (tails, actives): (_, Vec<u64>) = {
             let inflight = lock(&self.inflight);
-            (inflight.tails, inflight.actives().collect())
+            // Segments holding an open chain's pieces are left alone like the active ones.
+            let chained = inflight.chained.values().flatten().copied();
+            (inflight.tails, inflight.actives().chain(chained).collect())
         };
         let index = self.read_index();
         if !forced && !self.exceeds(&index, &tails, self.options.space_target) {
@@ -124,9 +126,7 @@ impl Shared {
                 .segments
                 .iter()
                 .find(|(n, info)| {
-                    !actives.contains(n)
-                        && info.live_bytes == 0
-                        && !index.holds_needed_pointers(**n)
+                    !actives.contains(n) && info.live_bytes == 0 && !index.needed_by_recovery(**n)
                 })
                 .map(|(&n, _)| n);
             return Ok(empty);
@@ -142,7 +142,7 @@ impl Shared {
             .filter(|(n, info)| {
                 let room = info.capacity - BLOCKS_START;
                 !actives.contains(n)
-                    && !index.holds_needed_pointers(**n)
+                    && !index.needed_by_recovery(**n)
                     && room - info.live_bytes.min(room)
                         >= (info.capacity as f64 * (1.0 - CLEAN_MAX_LIVE_SHARE)) as u64
             })
@@ -201,6 +201,13 @@ impl Shared {
             // streams for sure: an active segment keeps taking groups after it was
             // deleted, and the map would point into a file that is gone.
             if writer.streams.iter().flatten().any(|tail| tail.active.number == victim) {
+                return Ok(false);
+            }
+            // IMPORTANT: an open chain's pieces are in no map yet; the segment must stay
+            // until the chain commits (their blocks become live) or is dropped. Pieces are
+            // written under the writer lock, held here, and none goes to this segment once
+            // its free space leaves the pool below.
+            if lock(&self.inflight).holds_open_chain(victim) {
                 return Ok(false);
             }
             writer.cleaning = Some(victim);
@@ -322,9 +329,13 @@ impl Shared {
         // Bounded: each such group's writer applies it once its round ends, or fails and
         // poisons the store.
         loop {
-            if lock(&self.inflight).groups.range(..=group).next().is_none() {
+            // An open chain's pieces wait for their chain, not for a round, and lie in no
+            // segment cleaning takes (`clean_segment`).
+            let inflight = lock(&self.inflight);
+            if inflight.groups.range(..=group).all(|(g, _)| inflight.chained.contains_key(g)) {
                 return Ok(());
             }
+            drop(inflight);
             self.check_open()?;
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -336,7 +347,7 @@ impl Shared {
         olds: &[Location],
         bytes: u64,
     ) -> Result<(), BlockError> {
-        let (group, placed) = self.write_group(batch, Stream::Cold)?;
+        let (group, placed) = self.write_group(batch, Stream::Cold, false)?;
         self.wait_durable(group)?;
         self.apply_relocation(group, &placed, olds);
         Counters::add(&self.counters.blocks_relocated, batch.len() as u64);

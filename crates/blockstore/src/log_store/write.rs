@@ -35,33 +35,8 @@ impl LogStore {
         let shared = &*self.shared;
         shared.check_writable()?;
         validate_group(changes)?;
-        let mut prepared = Vec::with_capacity(changes.len());
-        let mut payload_bytes = 0u64;
-        for change in changes {
-            prepared.push(match *change {
-                BlockWrite::Put(id, bytes) => {
-                    payload_bytes += bytes.len() as u64;
-                    let (codec, stored) = format::compress(shared.options.codec, bytes);
-                    Prepared {
-                        id,
-                        flags: 0,
-                        codec,
-                        stored,
-                        raw_len: bytes.len() as u32,
-                        version: None,
-                    }
-                }
-                BlockWrite::Delete(id) => Prepared {
-                    id,
-                    flags: FLAG_TOMBSTONE,
-                    codec: Codec::None,
-                    stored: Cow::Borrowed(&[]),
-                    raw_len: 0,
-                    version: None,
-                },
-            });
-        }
-        let (group, placed) = shared.write_group(&prepared, Stream::User)?;
+        let (prepared, payload_bytes) = prepare(shared.options.codec, changes);
+        let (group, placed) = shared.write_group(&prepared, Stream::User, false)?;
         shared.wait_durable(group)?;
         shared.apply(group, &placed);
         Counters::add(&shared.counters.groups, 1);
@@ -72,7 +47,31 @@ impl LogStore {
     }
 }
 
-fn validate_group(changes: &[BlockWrite<'_>]) -> Result<(), BlockError> {
+/// A group's changes compressed (with no lock held), and their payload bytes.
+pub(super) fn prepare<'a>(codec: Codec, changes: &[BlockWrite<'a>]) -> (Vec<Prepared<'a>>, u64) {
+    let mut prepared = Vec::with_capacity(changes.len() + 1);
+    let mut payload_bytes = 0u64;
+    for change in changes {
+        prepared.push(match *change {
+            BlockWrite::Put(id, bytes) => {
+                payload_bytes += bytes.len() as u64;
+                let (codec, stored) = format::compress(codec, bytes);
+                Prepared { id, flags: 0, codec, stored, raw_len: bytes.len() as u32, version: None }
+            }
+            BlockWrite::Delete(id) => Prepared {
+                id,
+                flags: FLAG_TOMBSTONE,
+                codec: Codec::None,
+                stored: Cow::Borrowed(&[]),
+                raw_len: 0,
+                version: None,
+            },
+        });
+    }
+    (prepared, payload_bytes)
+}
+
+pub(super) fn validate_group(changes: &[BlockWrite<'_>]) -> Result<(), BlockError> {
     if changes.is_empty() {
         return Err(BlockError::InvalidGroup("a group needs at least one block".into()));
     }
@@ -106,11 +105,14 @@ fn validate_group(changes: &[BlockWrite<'_>]) -> Result<(), BlockError> {
 impl Shared {
     /// Encodes and writes a group; returns its id and where each block went. Its blocks go
     /// to the tail of the stream's active segment, except that a user group's larger blocks
-    /// go to reused free space while the pool has some, each with a pointer at the tail.
+    /// go to reused free space while the pool has some, each with a pointer at the tail. A
+    /// `chained` group (a piece of a chain) is recorded as such with the segments it wrote
+    /// into, in the same step that records it written.
     pub(super) fn write_group(
         &self,
         blocks: &[Prepared<'_>],
         stream: Stream,
+        chained: bool,
     ) -> Result<(u64, Vec<Placed>), BlockError> {
         debug_assert!(!blocks.is_empty() && blocks.len() <= MAX_GROUP_BLOCKS);
         let mut writer = lock(&self.writer);
@@ -278,6 +280,11 @@ impl Shared {
         {
             let mut inflight = lock(&self.inflight);
             inflight.groups.insert(group, (stream, segment, start));
+            if chained {
+                let mut segments: Vec<u64> = runs.iter().map(|run| run.file.number).collect();
+                segments.push(segment);
+                inflight.chained.insert(group, segments);
+            }
             inflight.tails[stream as usize] = Some((segment, end));
             inflight.next_group = writer.next_group;
             inflight.bytes_since_checkpoint += footprint + remote_bytes;
@@ -355,6 +362,7 @@ impl Shared {
                     capacity,
                     live_bytes: 0,
                     last_pointer: None,
+                    chain_from: None,
                 },
             );
             index.file_bytes += capacity;
@@ -414,7 +422,7 @@ impl Shared {
     }
 
     /// Applies a durable group to the map.
-    fn apply(&self, group: u64, placed: &[Placed]) {
+    pub(super) fn apply(&self, group: u64, placed: &[Placed]) {
         let mut index = self.write_index();
         for block in placed {
             let location = &block.location;
@@ -440,7 +448,9 @@ impl Shared {
                 index.set(block.id, block.location);
             }
         }
-        lock(&self.inflight).groups.remove(&group);
+        let mut inflight = lock(&self.inflight);
+        inflight.groups.remove(&group);
+        inflight.chained.remove(&group);
     }
 
     /// Applies a durable relocation group: each copy replaces the old one only where the map

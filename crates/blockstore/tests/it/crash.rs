@@ -21,7 +21,9 @@
 
 use std::path::Path;
 
-use tierkv_blockstore::{BlockError, BlockId, BlockStore, LogStore, StoreOptions, StoreStats};
+use tierkv_blockstore::{
+    BlockError, BlockId, BlockStore, BlockWrite, LogStore, StoreOptions, StoreStats,
+};
 use tierkv_io::sim::{seed_from_env, SimFs};
 use tierkv_io::Storage;
 
@@ -40,6 +42,8 @@ struct Sweep {
     clean_every: usize,
     /// `shrink_to(0)` in place of cleaning after every this many groups (0: never).
     shrink_every: usize,
+    /// Every this many groups is written as a chain (0: none; see `write_chain`).
+    chain_every: usize,
 }
 
 fn full() -> bool {
@@ -71,6 +75,7 @@ fn cleaning_sweep() -> Sweep {
         checkpoint_every: 4,
         clean_every: 3,
         shrink_every: 0,
+        chain_every: 0,
     }
 }
 
@@ -89,6 +94,7 @@ fn reuse_sweep() -> Sweep {
         checkpoint_every: 5,
         clean_every: 10,
         shrink_every: 0,
+        chain_every: 0,
     }
 }
 
@@ -108,7 +114,34 @@ fn shrink_sweep() -> Sweep {
         checkpoint_every: 4,
         clean_every: usize::MAX,
         shrink_every: 5,
+        chain_every: 0,
     }
+}
+
+/// The cleaning workload with every second group written as a chain of pieces, with map
+/// checkpoints and cleaning between its pieces.
+fn chain_sweep() -> Sweep {
+    Sweep { chain_every: 2, ..cleaning_sweep() }
+}
+
+/// Writes `group` as a chain: a decoy copy of its first id first (which a later piece
+/// replaces), then its changes in two pieces, a map checkpoint and a cleaning between the
+/// pieces; returns the segments cleaned.
+fn write_chain(store: &LogStore, group: &Group, g: usize) -> u64 {
+    let writes = group.writes();
+    let decoy = content(writes[0].id(), 1_000_000 + g as u64, 2500);
+    let mut chain = store.begin_chain();
+    chain.put(&[BlockWrite::Put(writes[0].id(), &decoy)]).expect("a piece");
+    store.checkpoint().expect("checkpoint");
+    let mut cleaned = 0;
+    while store.clean_once().expect("clean") {
+        cleaned += 1;
+        assert!(cleaned < 100, "cleaning does not converge");
+    }
+    let half = writes.len() / 2;
+    chain.put(&writes[..half]).expect("a piece");
+    chain.commit(&writes[half..]).expect("commit");
+    cleaned
 }
 
 fn make_workload(sweep: &Sweep, seed: u64) -> Vec<Group> {
@@ -169,7 +202,11 @@ fn run_workload(
     let mut acked = Vec::new();
     let mut cleaned = 0;
     for (g, group) in groups.iter().enumerate() {
-        store.apply_group(&group.writes()).expect("a group on the live file system");
+        if sweep.chain_every > 0 && g % sweep.chain_every == 1 {
+            cleaned += write_chain(&store, group, g);
+        } else {
+            store.apply_group(&group.writes()).expect("a group on the live file system");
+        }
         acked.push(fs.op_count());
         if g % sweep.checkpoint_every == sweep.checkpoint_every - 1 {
             store.checkpoint().expect("checkpoint");
@@ -215,6 +252,17 @@ fn log_store_crash_sweep() {
 }
 
 #[test]
+fn log_store_chain_crash_sweep() {
+    let seed = seed_from_env(0x5eed_c4a1);
+    let report = run_sweep("log store chain sweep", &chain_sweep(), seed);
+    assert!(report.cleaned >= 2, "the workload cleaned {} segments", report.cleaned);
+    assert!(
+        report.chains_dropped > 0,
+        "no image held a chain without its ending piece: chains are not covered"
+    );
+}
+
+#[test]
 fn log_store_reuse_crash_sweep() {
     let seed = seed_from_env(0x5eed_2e05);
     let sweep = reuse_sweep();
@@ -245,6 +293,8 @@ fn log_store_shrink_crash_sweep() {
 
 struct SweepReport {
     cleaned: u64,
+    /// Images whose recovery left out a chain without its ending piece.
+    chains_dropped: u64,
     stats: StoreStats,
     torn_pointers: u64,
 }
@@ -262,6 +312,7 @@ fn run_sweep(name: &str, sweep: &Sweep, seed: u64) -> SweepReport {
     let mut images = 0u64;
     let mut torn_tails = 0u64;
     let mut torn_pointers = 0u64;
+    let mut chains_dropped = 0u64;
     let mut recovered_groups = 0usize;
     for point in 0..=ops {
         let must_have = acked.iter().filter(|&&at| at <= point).count();
@@ -303,6 +354,7 @@ fn run_sweep(name: &str, sweep: &Sweep, seed: u64) -> SweepReport {
             recovered_groups += k;
             store.verify().unwrap_or_else(|e| panic!("verify: {e}: {context}"));
             torn_tails += u64::from(store.recovery_report().stop.is_some());
+            chains_dropped += u64::from(store.recovery_report().chains_dropped > 0);
             torn_pointers += u64::from(
                 store.recovery_report().stop.as_ref().is_some_and(|s| s.2.contains("pointer")),
             );
@@ -352,5 +404,5 @@ fn run_sweep(name: &str, sweep: &Sweep, seed: u64) -> SweepReport {
         recovered_groups / images.max(1) as usize
     );
     assert!(torn_tails > 0, "no image ever had a torn tail: the sweep tests nothing");
-    SweepReport { cleaned, stats, torn_pointers }
+    SweepReport { cleaned, chains_dropped, stats, torn_pointers }
 }

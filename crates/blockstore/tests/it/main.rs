@@ -1,5 +1,6 @@
 //! Integration tests of `tierkv-blockstore`, one binary.
 
+mod chain;
 mod concurrent;
 mod crash;
 mod doublewrite;

@@ -730,18 +730,17 @@ impl<S: PageSource> BufferPool<S> {
     }
 
     /// Marks page `pid` clean if no writer changed it since `copy_dirty` copied it at
-    /// `version` as `image`, now durable (checked and cleared under its shared latch, so no
-    /// change slips between); whether it did. The source hears of the new image
-    /// (`PageSource::installed`: the tier may keep it) under the same latch.
-    pub fn clean_if_unchanged(&self, pid: u64, version: u64, image: &[u8]) -> bool {
-        let Ok(_shared) = self.frames.lock_shared(pid) else { return false };
+    /// `version`, that copy now durable (checked and cleared under its shared latch, so no
+    /// change slips between); whether it did. The source hears of the image, the frame's
+    /// bytes as copied (`PageSource::installed`: the tier may keep it), under the same latch.
+    pub fn clean_if_unchanged(&self, pid: u64, version: u64) -> bool {
+        let Ok(shared) = self.frames.lock_shared(pid) else { return false };
         if self.frames.version(pid) != Ok(version) {
             return false;
         }
-        debug_assert_eq!(&_shared.bytes()[..self.page_bytes], image);
         let cleaned = self.dirty.clear(pid);
         if cleaned {
-            self.source.installed(pid, image);
+            self.source.installed(pid, &shared.bytes()[..self.page_bytes]);
         }
         debug_assert!(!self.dirty.is_set(pid));
         cleaned

@@ -29,7 +29,8 @@ pub struct Options {
     /// The undo keeps up to twice this many bytes of before-images for snapshots, out of
     /// `cache_size`: a snapshot that needs older ones gets `Error::SnapshotTooOld`. (A
     /// checkpoint starts once a quarter of the buffer pool is dirty, or by
-    /// `checkpoint_log_bytes` or `checkpoint_interval`; writers slow down past half.)
+    /// `checkpoint_log_bytes` or `checkpoint_interval`; writers slow down past half, once
+    /// the pool nears its budget.)
     /// Default (`None`): an eighth of `cache_size`, from 64 KiB to 64 MiB.
     pub write_buffer_size: Option<usize>,
     /// The page size: a power of two from 1 KiB to 64 KiB. Values over a quarter of it are

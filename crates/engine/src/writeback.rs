@@ -6,28 +6,37 @@
 //! time (`group_bytes`). For each group it adds every page of each split not yet durable
 //! that touched a page of the group, until no split adds more (`Writer::closure`), and
 //! copies the dirty ones (`copy_dirty`, each under its shared latch, so it is one state of
-//! the page). Splits run while it copies, and while it makes the first search (which
-//! counts the splits made meanwhile as made after it: `Closure::looked_to`; a search over
-//! 98,000 pages held every writer up for 165 ms when it held splits off). It holds them off
-//! (`BufferPool::hold_structure`) only to take stock, between passes, of the splits made
-//! since the last stock-taking
-//! (`Writer::changed_since`); their pages in the group are copied again, and what they
-//! add to the closure is copied, in the next pass, until a stock-taking finds nothing to
-//! copy. So every page in a group is copied after the last split that changed it, and
-//! the group holds every page of those splits. After a few passes, one holds splits off
-//! while it copies (a group under a steady stream of splits still ends). Holding splits
-//! off for the whole copy made them wait tens of milliseconds on a group of thousands of
-//! pages (in a two-level tree every leaf split changes the root, and the closure takes
-//! them all). A stock-taking looks only at the splits made since the last one (the
-//! writer keeps each page's pending splits; `Closure` remembers what a group took): with
-//! a search from every page each time, one held splits off for 20 to 160 ms in a YCSB
-//! load with 15,000 splits pending. The first closure of a group is still a search from
-//! every page of it, with no split held off. The pages stay dirty, and resident,
-//! while the group is written. Before it is written, `before_group` hears the highest LSN
-//! of its pages: the log must be durable up to it first (the write-ahead rule). Once the
-//! group is durable, each page no writer changed since its copy turns clean, and the splits
-//! it held are forgotten. Every group carries the blocks `extra` gives it; the caller's
-//! meta block in each says where recovery replays the log from.
+//! the page). Splits run while it copies, while it makes the first search (which counts
+//! the splits made meanwhile as made after it: `Closure::looked_to`; a search over 98,000
+//! pages held every writer up for 165 ms when it held splits off), and while it takes
+//! stock, between passes, of the splits made since the last stock-taking
+//! (`Writer::changed_between`): their pages in the group are copied again, and what they
+//! add to the closure is copied, in the next pass. Only a stock-taking that finds nothing
+//! is taken again with splits held off (`BufferPool::hold_structure`), where it looks at
+//! the few splits made during the last one; when that finds nothing too, every page in
+//! the group was copied after the last split that changed it, and the group holds every
+//! page of those splits. Once a pass leaves few pages, or after a dozen passes, one holds
+//! splits off while it copies (a group under a steady stream of splits still ends).
+//! Holding splits off for the whole copy made them wait tens of milliseconds on a group of
+//! thousands of pages (in a two-level tree every leaf split changes the root, and the
+//! closure takes them all), and a stock-taking held for splits made during a pass of
+//! 139,000 pages held writers up for 115 ms. A stock-taking looks only at the splits made
+//! since the last one (the writer keeps each page's pending splits; `Closure` remembers
+//! what a group took): with a search from every page each time, one held splits off for
+//! 20 to 160 ms in a YCSB load with 15,000 splits pending.
+//!
+//! A group is a chain of the block store (`BlockStore::begin_chain`): its copies go out a
+//! piece (`group_bytes` of pages) at a time, so the copies held at once stay within a piece
+//! however far the closure reaches (the first group of a YCSB load's first checkpoint held
+//! the whole tree, 196,553 pages, copied at once), and a page copied again goes again in a
+//! later piece, which wins. The last piece goes with the group's end (a group of one
+//! piece's pages is one group of the block store). None of it counts until the group
+//! commits. The pages stay dirty, and resident, while the group is written. Before it
+//! commits, `before_group` hears the highest LSN of its pages: the log must be durable up
+//! to it first (the write-ahead rule). Once the group is durable, each page no writer
+//! changed since its last copy turns clean, and the splits it held are forgotten. Every
+//! group carries the blocks `extra` gives it (see `Part`); the caller's meta block in each
+//! says where recovery replays the log from.
 //!
 //! Why the tree on disk is whole after every group: a page's structure (its key range, a
 //! leaf's next link, an internal page's separators) changes only in a split, and a group
@@ -46,13 +55,13 @@
 //! meta block's sequence puts every key's last change back over whatever a page held, as
 //! every change is a whole new value or a removal.
 //!
-//! Must never: write a page whose changes the log has not made durable; mark a page clean
-//! that changed after its copy, or before its group is durable; split one split's pages
-//! between two groups.
+//! Must never: commit a group whose pages' changes the log has not made durable; mark a
+//! page clean that changed after its last copy, or before its group is durable; split one
+//! split's pages between two groups.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite};
+use tierkv_blockstore::{BlockError, BlockId, BlockStore, BlockWrite, Chain};
 
 use crate::buffer::{BufferError, BufferPool, PageSource};
 use crate::page::slotted::Slotted;
@@ -61,10 +70,12 @@ use crate::tree::write::{Closure, Writer};
 /// What one write-back did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Written {
-    /// Pages written.
+    /// Pages written (a page written twice in one group counts once).
     pub pages: u64,
     /// Groups written.
     pub groups: u64,
+    /// Pieces the groups were written in.
+    pub pieces: u64,
     /// Splits whose pages went into a group together.
     pub splits: u64,
     /// Pages copied again because a split changed them while their group was copied.
@@ -85,20 +96,33 @@ pub enum WriteBackError<E, L> {
     Blocks(BlockError),
 }
 
-/// A block the last group writes besides the pages: its bytes, or `None` to delete it.
+/// A block a group writes besides the pages: its bytes, or `None` to delete it.
 pub type Extra = (BlockId, Option<std::sync::Arc<Vec<u8>>>);
 
+/// What the caller's `extra` hears while a group is written: each piece's page images
+/// before the piece is written (it may add the blocks they refer to), then the group's end
+/// before the group commits (with whether it is the last group, which carries the caller's
+/// meta block).
+#[derive(Clone, Copy, Debug)]
+pub enum Part<'a> {
+    /// A piece's page images.
+    Pages(&'a [&'a [u8]]),
+    /// The group's end.
+    End {
+        /// Whether this is the write-back's last group.
+        last: bool,
+    },
+}
+
 /// Writes every page dirty now to `store` (see the module header), each group with the
-/// blocks `extra` returns for it: called with the group's page images once they are copied
-/// (so it may add what they refer to) and whether the group is the last (which carries the
-/// caller's meta block).
+/// blocks `extra` returns for it (see `Part`).
 pub fn write_back<S: PageSource, L>(
     pool: &BufferPool<S>,
     writer: &Writer,
     store: &dyn BlockStore,
     group_bytes: usize,
     before_group: impl FnMut(u64) -> Result<(), L>,
-    extra: impl FnMut(&[&[u8]], bool) -> Vec<Extra>,
+    extra: impl FnMut(Part<'_>) -> Vec<Extra>,
 ) -> Result<Written, WriteBackError<S::Error, L>> {
     write_back_racing(pool, writer, store, group_bytes, before_group, extra, &mut || {})
 }
@@ -111,93 +135,189 @@ fn write_back_racing<S: PageSource, L>(
     store: &dyn BlockStore,
     group_bytes: usize,
     mut before_group: impl FnMut(u64) -> Result<(), L>,
-    mut extra: impl FnMut(&[&[u8]], bool) -> Vec<Extra>,
+    mut extra: impl FnMut(Part<'_>) -> Vec<Extra>,
     racing: &mut dyn FnMut(),
 ) -> Result<Written, WriteBackError<S::Error, L>> {
-    let mut last_extra = 0;
     let page_bytes = pool.page_bytes();
     let per_group = (group_bytes / page_bytes).max(1);
     let wanted = pool.dirty_pages();
     let mut written = Written::default();
     let mut chunks = wanted.chunks(per_group).peekable();
-    // Image buffers of the last group, reused by the next: fresh ones would be fresh memory
+    // Image buffers of the last piece, reused by the next: fresh ones would be fresh memory
     // (the allocator gives freed pages back within a second), each a page fault and a page
     // zeroed; the checkpoint thread spent about a tenth of a YCSB load's samples there.
     let mut spare: Vec<Vec<u8>> = Vec::new();
     loop {
         let chunk = chunks.next().unwrap_or(&[]);
         let last_group = chunks.peek().is_none();
-        let (images, splits, recopies) =
-            copy_group(pool, writer, chunk, &mut spare, racing).map_err(WriteBackError::Page)?;
+        let mut group = GroupWriter {
+            chain: store.begin_chain(),
+            page_bytes,
+            piece_pages: per_group,
+            piece: Vec::new(),
+            in_piece: HashMap::new(),
+            spare: std::mem::take(&mut spare),
+            sent: BTreeMap::new(),
+            highest: 0,
+            pieces: 0,
+            writing: true,
+        };
+        let (splits, recopies) = copy_group(pool, writer, chunk, &mut group, &mut extra, racing)?;
         written.recopies += recopies;
-        let highest = images
-            .iter()
-            .map(|(_, image, _)| Slotted::new(&image[..]).lsn().expect("invariant: a checked page"))
-            .max()
-            .unwrap_or(0);
-        let pages: Vec<&[u8]> = images.iter().map(|(_, image, _)| &image[..]).collect();
-        let extra = extra(&pages, last_group);
-        if last_group {
-            last_extra = extra.len();
+        // The last piece goes with the group's end, so that a group of one piece's pages is
+        // one group of the block store, as before chains.
+        let GroupWriter { chain, piece, mut sent, mut highest, pieces, spare: kept, .. } = group;
+        spare = kept;
+        let pages: Vec<&[u8]> = piece.iter().map(|(_, image, _)| &image[..]).collect();
+        let added = if pages.is_empty() { Vec::new() } else { extra(Part::Pages(&pages)) };
+        for (pid, image, version) in &piece {
+            let lsn = Slotted::new(&image[..]).lsn().expect("invariant: a checked page");
+            highest = highest.max(lsn);
+            sent.insert(*pid, *version);
         }
-        if !images.is_empty() {
+        if !sent.is_empty() {
             before_group(highest).map_err(WriteBackError::Log)?;
         }
-        let mut group: Vec<BlockWrite<'_>> = images
+        let end = extra(Part::End { last: last_group });
+        let mut changes: Vec<BlockWrite<'_>> = piece
             .iter()
             .map(|(pid, image, _)| BlockWrite::Put(BlockId(*pid), &image[..]))
             .collect();
-        group.extend(extra.iter().map(|(id, bytes)| match bytes {
+        changes.extend(added.iter().chain(&end).map(|(id, bytes)| match bytes {
             Some(bytes) => BlockWrite::Put(*id, &bytes[..]),
             None => BlockWrite::Delete(*id),
         }));
-        if !group.is_empty() {
-            // CRASH: once the group is durable, its pages are the tree on disk: whole, as
-            // every split in it is complete.
-            store.apply_group(&group).map_err(WriteBackError::Blocks)?;
+        if pieces > 0 || !changes.is_empty() {
+            // CRASH: once the group commits, its pages are the tree on disk: whole, as
+            // every split in it is complete. Until then none of its pieces counts.
+            chain.commit(&changes).map_err(WriteBackError::Blocks)?;
             written.groups += 1;
+            written.pieces += pieces + 1;
+        } else {
+            drop(chain);
         }
-        for (pid, image, version) in &images {
-            pool.clean_if_unchanged(*pid, *version, image);
+        drop(changes);
+        spare.extend(piece.into_iter().map(|(_, image, _)| image));
+        for (&pid, &version) in &sent {
+            pool.clean_if_unchanged(pid, version);
         }
-        written.pages += images.len() as u64;
+        written.pages += sent.len() as u64;
         written.splits += splits.len() as u64;
         writer.forget_splits(&splits);
-        spare.extend(images.into_iter().map(|(_, image, _)| image));
         if last_group {
             break;
         }
     }
-    assert!(last_extra == 0 || written.groups > 0, "the last blocks were not written");
     Ok(written)
 }
 
-/// Passes that copy a group's pages with splits running, before one that holds them off.
-const OPTIMISTIC_PASSES: usize = 3;
+/// A group being written: the chain its pieces go to, the piece being filled, and what
+/// was sent.
+struct GroupWriter<'s> {
+    chain: Box<dyn Chain + 's>,
+    page_bytes: usize,
+    /// Pages a piece holds at most.
+    piece_pages: usize,
+    /// Images copied and not yet written: page id, image, the frame's version copied.
+    piece: Vec<(u64, Vec<u8>, u64)>,
+    /// Where each page of `piece` is in it (a page copied again replaces its image).
+    in_piece: HashMap<u64, usize>,
+    spare: Vec<Vec<u8>>,
+    /// The version of each page's last copy written to the chain.
+    sent: BTreeMap<u64, u64>,
+    /// The highest LSN of the pages written.
+    highest: u64,
+    pieces: u64,
+    /// Whether a full piece is written at once (not while splits are held off).
+    writing: bool,
+}
 
-/// A group's images (page id, image, the frame's version copied), the splits whose pages
-/// they hold (for `forget_splits`) and the pages copied again.
-type Copied = (Vec<(u64, Vec<u8>, u64)>, Vec<u64>, u64);
+impl GroupWriter<'_> {
+    fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_else(|| Vec::with_capacity(self.page_bytes))
+    }
+
+    /// Takes a page's copy into the piece, writing the piece once it is full.
+    fn add(
+        &mut self,
+        pid: u64,
+        image: Vec<u8>,
+        version: u64,
+        extra: &mut dyn FnMut(Part<'_>) -> Vec<Extra>,
+    ) -> Result<(), BlockError> {
+        match self.in_piece.get(&pid) {
+            Some(&at) => {
+                let old = std::mem::replace(&mut self.piece[at], (pid, image, version));
+                self.spare.push(old.1);
+            }
+            None => {
+                self.in_piece.insert(pid, self.piece.len());
+                self.piece.push((pid, image, version));
+            }
+        }
+        if self.writing && self.piece.len() >= self.piece_pages {
+            self.flush(extra)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the piece, if it holds anything, with the blocks `extra` adds for it.
+    fn flush(&mut self, extra: &mut dyn FnMut(Part<'_>) -> Vec<Extra>) -> Result<(), BlockError> {
+        if self.piece.is_empty() {
+            return Ok(());
+        }
+        let pages: Vec<&[u8]> = self.piece.iter().map(|(_, image, _)| &image[..]).collect();
+        let added = extra(Part::Pages(&pages));
+        let mut changes: Vec<BlockWrite<'_>> = self
+            .piece
+            .iter()
+            .map(|(pid, image, _)| BlockWrite::Put(BlockId(*pid), &image[..]))
+            .collect();
+        changes.extend(added.iter().map(|(id, bytes)| match bytes {
+            Some(bytes) => BlockWrite::Put(*id, &bytes[..]),
+            None => BlockWrite::Delete(*id),
+        }));
+        self.chain.put(&changes)?;
+        self.pieces += 1;
+        for (pid, image, version) in self.piece.drain(..) {
+            let lsn = Slotted::new(&image[..]).lsn().expect("invariant: a checked page");
+            self.highest = self.highest.max(lsn);
+            self.sent.insert(pid, version);
+            self.spare.push(image);
+        }
+        self.in_piece.clear();
+        Ok(())
+    }
+}
+
+/// Passes that copy a group's pages with splits running, at most, before one that holds
+/// them off.
+const OPTIMISTIC_PASSES: usize = 12;
+
+/// Pages a pass may have to copy for the next to hold splits off while it copies them.
+const HELD_PASS_PAGES: usize = 64;
 
 /// Copies the dirty pages among `chunk` and every page of each split not yet durable
 /// that touched them (to a fixed point), all as of one state of the tree's structure
-/// (see the module header). Splits are held off only to take stock, not while pages are
-/// copied: each pass copies what the last stock-taking found missing or changed by a
-/// split since, and the next takes stock again, until a pass finds nothing; the passes
-/// after `OPTIMISTIC_PASSES` hold splits off while they copy, so the next one finds
-/// nothing (no split ran).
-fn copy_group<S: PageSource>(
+/// (see the module header), into `group`'s pieces. Splits are not held off while pages are
+/// copied, nor while stock is taken of the splits made since the last stock-taking: each
+/// pass copies what the last one found missing or changed by a split since, until a
+/// stock-taking that holds splits off (short: it looks only at the splits made since the
+/// last) finds nothing. Once a pass leaves few pages to copy (`HELD_PASS_PAGES`), or
+/// after `OPTIMISTIC_PASSES`, the next holds splits off while it copies (writing no piece
+/// meanwhile), so the one after finds nothing (no split ran). Returns the splits the group
+/// holds (for `forget_splits`) and the pages copied again.
+fn copy_group<S: PageSource, L>(
     pool: &BufferPool<S>,
     writer: &Writer,
     chunk: &[u64],
-    spare: &mut Vec<Vec<u8>>,
+    group: &mut GroupWriter<'_>,
+    extra: &mut dyn FnMut(Part<'_>) -> Vec<Extra>,
     racing: &mut dyn FnMut(),
-) -> Result<Copied, BufferError<S::Error>> {
-    let page_bytes = pool.page_bytes();
+) -> Result<(Vec<u64>, u64), WriteBackError<S::Error, L>> {
     let mut pids: BTreeSet<u64> = chunk.iter().copied().collect();
-    // Each page copied, with its image and version (none: it was clean, its block is its
-    // image).
-    let mut copies: BTreeMap<u64, Option<(Vec<u8>, u64)>> = BTreeMap::new();
+    // Each page copied (whether dirty then).
+    let mut copied: BTreeMap<u64, bool> = BTreeMap::new();
     let mut found = Closure::default();
     // The first search holds no split off: the splits made while it runs count as made
     // after it (numbered from `looked_to` on), so the stock-taking below finds them.
@@ -205,57 +325,63 @@ fn copy_group<S: PageSource>(
     found.take_added();
     let mut todo: BTreeSet<u64> = pids.clone();
     let mut recopies = 0;
-    // Pages a split changed since the last stock-taking may have been copied before it,
-    // and the splits may reach pages not in the group yet: those are copied (again). Its
-    // cost follows the splits made since, not the group's size.
+    // The splits made since the last stock-taking may have changed pages copied before
+    // them, and may reach pages not in the group yet: those are copied (again). Its cost
+    // follows the splits made since, not the group's size. Splits made while it runs are
+    // left to the next one.
     let take_stock = |pids: &mut BTreeSet<u64>, found: &mut Closure, todo: &mut BTreeSet<u64>| {
-        let changed = writer.changed_since(found.looked_to().expect("invariant: after a call"));
+        let from = found.looked_to().expect("invariant: after a call");
         writer.closure(pids, found);
+        let to = found.looked_to().expect("invariant: after a call");
+        let changed = writer.changed_between(from, to);
         todo.extend(changed.into_iter().filter(|pid| pids.contains(pid)));
         todo.extend(found.take_added());
     };
-    // Bounded: the pass after the optimistic ones holds splits off throughout.
+    // Bounded: after `OPTIMISTIC_PASSES` a pass holds splits off throughout.
     for pass in 0.. {
-        let held = (pass >= OPTIMISTIC_PASSES).then(|| pool.hold_structure());
+        let hold = pass >= OPTIMISTIC_PASSES || (pass > 0 && todo.len() <= HELD_PASS_PAGES);
+        let held = hold.then(|| pool.hold_structure());
         if held.is_some() {
             take_stock(&mut pids, &mut found, &mut todo);
         }
+        group.writing = held.is_none();
         for pid in std::mem::take(&mut todo) {
-            recopies += u64::from(copies.contains_key(&pid));
-            let mut image = spare.pop().unwrap_or_else(|| Vec::with_capacity(page_bytes));
-            match pool.copy_dirty(pid, &mut image)? {
+            recopies += u64::from(copied.contains_key(&pid));
+            let mut image = group.buffer();
+            match pool.copy_dirty(pid, &mut image).map_err(WriteBackError::Page)? {
                 Some(version) => {
-                    if let Some(Some((old, _))) = copies.insert(pid, Some((image, version))) {
-                        spare.push(old);
-                    }
+                    copied.insert(pid, true);
+                    group.add(pid, image, version, extra).map_err(WriteBackError::Blocks)?;
                 }
                 None => {
-                    spare.push(image);
-                    if let Some(Some((old, _))) = copies.insert(pid, None) {
-                        spare.push(old);
-                    }
+                    // Clean: its block is its image. (A copy of it sent earlier in this
+                    // group was of a state since written by another group: impossible,
+                    // as one write-back runs at a time.)
+                    group.spare.push(image);
+                    copied.entry(pid).or_insert(false);
                 }
             }
             if held.is_none() {
                 racing();
             }
         }
+        group.writing = true;
         if held.is_some() {
             // No split ran since the stock was taken: every copy is of its state.
             break;
         }
-        let _held = pool.hold_structure();
         take_stock(&mut pids, &mut found, &mut todo);
         if todo.is_empty() {
-            break;
+            // Splits made during that stock-taking, with none running now.
+            let _held = pool.hold_structure();
+            take_stock(&mut pids, &mut found, &mut todo);
+            if todo.is_empty() {
+                break;
+            }
         }
     }
-    debug_assert!(pids.iter().all(|pid| copies.contains_key(pid)));
-    let images = copies
-        .into_iter()
-        .filter_map(|(pid, copy)| copy.map(|(image, version)| (pid, image, version)))
-        .collect();
-    Ok((images, found.taken(), recopies))
+    debug_assert!(pids.iter().all(|pid| copied.contains_key(pid)));
+    Ok((found.taken(), recopies))
 }
 
 #[cfg(test)]

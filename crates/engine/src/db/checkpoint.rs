@@ -30,7 +30,7 @@ use crate::meta::{Meta, FIRST_PAGE, META_BLOCK};
 use crate::page::slotted::{Kind, Slotted, ValueAt};
 use crate::page::OverflowRef;
 use crate::tree::Tree;
-use crate::writeback::{write_back, Extra, WriteBackError};
+use crate::writeback::{write_back, Extra, Part, WriteBackError};
 use crate::{Error, Result};
 
 /// The overflow blocks the leaves among `images` name.
@@ -244,19 +244,29 @@ impl Inner {
             self.pages.blocks(),
             self.group_bytes(),
             |highest| log.sync_to(Lsn(highest)),
-            |images, last| {
-                durable_to = images
-                    .iter()
-                    .map(|image| Slotted::new(*image).lsn().expect("invariant: a checked page"))
-                    .fold(durable_to, u64::max);
-                // The overflow blocks not yet written that the pages name go with them.
-                let mut extra: Vec<Extra> = Vec::new();
-                for id in overflow_ids(images) {
-                    if let Some(chunk) = self.pages.pending_chunk(id) {
-                        extra.push((BlockId(id), Some(chunk)));
-                        overflow_written.push(id);
+            |part| {
+                let last = match part {
+                    Part::Pages(images) => {
+                        durable_to = images
+                            .iter()
+                            .map(|image| {
+                                Slotted::new(*image).lsn().expect("invariant: a checked page")
+                            })
+                            .fold(durable_to, u64::max);
+                        // The overflow blocks not yet written that the pages name go with
+                        // them.
+                        let mut extra: Vec<Extra> = Vec::new();
+                        for id in overflow_ids(images) {
+                            if let Some(chunk) = self.pages.pending_chunk(id) {
+                                extra.push((BlockId(id), Some(chunk)));
+                                overflow_written.push(id);
+                            }
+                        }
+                        return extra;
                     }
-                }
+                    Part::End { last } => last,
+                };
+                let mut extra: Vec<Extra> = Vec::new();
                 // Values replaced by changes the log holds durably: a page written by now may
                 // name the new value, and then only a free list names the old one's blocks
                 // after a crash (replay replaces the new value again). A restart deletes

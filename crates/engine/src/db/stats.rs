@@ -68,7 +68,7 @@ pub struct Stats {
     /// Operations in those writes.
     pub write_ops: u64,
     /// Writes slowed down because dirty pages passed halfway from what a checkpoint is due
-    /// at to three quarters of the pool's room for pages.
+    /// at to three quarters of the pool's room for pages, with the pool near its budget.
     pub stalls: u64,
     /// Checkpoints completed.
     pub checkpoints: u64,

@@ -11,7 +11,9 @@
 //! Writers slow down as dirty pages pile up past what a checkpoint is due at (a quarter of
 //! the buffer pool), from halfway between that and three quarters of the pool's room for
 //! pages: each sleeps a little, more the further past, so the checkpoint thread catches up.
-//! At three quarters they wait for the checkpoint thread to write pages back.
+//! At three quarters they wait for the checkpoint thread to write pages back. Both only
+//! once the pool is within an eighth of its room of its budget: before that, dirty pages
+//! keep no page out.
 //!
 //! Must never: acknowledge a `Sync` write before the log made it durable; let a reader see
 //! part of a batch (a write is published only once every earlier one is); change the tree
@@ -338,7 +340,8 @@ impl Inner {
     /// three quarters (dirty pages cannot be evicted, and the clean pages a write reads
     /// need the rest), the writer
     /// waits until the checkpoint thread has written them back, so that a writer faster
-    /// than the block store never takes the pool past its budget.
+    /// than the block store never takes the pool past its budget. Both only with the pool
+    /// near its budget (`Pressure::of`).
     fn slow_down(&self) {
         self.rebudget();
         let due = self.checkpoint_due();
@@ -347,32 +350,24 @@ impl Inner {
             return;
         }
         self.kick();
-        let stall_at = self.pages.pool().room_for_pages() / 4 * 3;
-        let slow_from = due + stall_at.saturating_sub(due) / 2;
-        if dirty < slow_from {
-            return;
-        }
+        let Some(micros) = self.pressure().delay_micros() else { return };
         self.counters.stalls.fetch_add(1, Ordering::Relaxed);
-        // A tenth of a millisecond at the band's start, a millisecond more for each tenth
-        // of it past that.
-        let band = stall_at.saturating_sub(slow_from).max(1);
-        let past = (dirty - slow_from) as u128 * 10 / band as u128;
-        let micros = u64::try_from(100 + past * 1000).unwrap_or(u64::MAX);
         std::thread::sleep(Duration::from_micros(micros).min(MAX_DELAY));
         // Bounded: each checkpoint writes every page dirty when it began (to none: the wait
         // ends whatever the room); a failed store or a stopped checkpoint thread ends it too
         // (the write then fails, or is the last).
-        while self.too_dirty() && self.checkpointer_running() {
+        while self.pressure().stop && self.checkpointer_running() {
             self.kick();
             self.counters.stalls.fetch_add(1, Ordering::Relaxed);
             std::thread::sleep(MAX_DELAY / 10);
         }
     }
 
-    /// Whether the dirty pages take three quarters of the pool's room for pages, or more.
-    fn too_dirty(&self) -> bool {
-        let dirty = self.dirty_bytes();
-        dirty > 0 && dirty >= self.pages.pool().room_for_pages() / 4 * 3
+    /// The dirty pages' pressure on writers now (`Pressure::of`).
+    fn pressure(&self) -> Pressure {
+        let pool = self.pages.pool();
+        let (dirty, due) = (self.dirty_bytes(), self.checkpoint_due());
+        Pressure::of(dirty, due, pool.room_for_pages(), pool.used_bytes(), pool.budget())
     }
 
     /// Whether the checkpoint thread runs and the store has not failed.
@@ -435,5 +430,72 @@ impl Inner {
             trigger.kicked = true;
             self.trigger_cv.notify_all();
         }
+    }
+}
+
+/// What dirty pages ask of a writer (`Inner::slow_down`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Pressure {
+    /// How far into the slow-down band the dirty pages are, in tenths of it (`None`: not
+    /// in it).
+    band_tenths: Option<u64>,
+    /// Whether writers wait for the checkpoint thread.
+    stop: bool,
+}
+
+impl Pressure {
+    /// The pressure of `dirty` bytes of dirty pages, with a checkpoint `due` at, in a pool
+    /// of `room` bytes for pages that counts `used` bytes of its `budget`. Writers slow
+    /// down from halfway between `due` and three quarters of `room`, and stop at three
+    /// quarters, but only once the pool is within an eighth of `room` of its budget: a page
+    /// read or made then soon needs a clean page evicted. Until then dirty pages keep no
+    /// page out, and writers are neither slowed nor stopped for them: a YCSB load of 1 GB
+    /// into a 3 GiB budget, whose tree stays resident, stopped its writers for up to 175 ms
+    /// at three quarters dirty with a fifth of the room unused.
+    fn of(dirty: usize, due: usize, room: usize, used: usize, budget: usize) -> Pressure {
+        let stall_at = room / 4 * 3;
+        let slow_from = due + stall_at.saturating_sub(due) / 2;
+        let tight = used + room / 8 >= budget;
+        if dirty < due || dirty < slow_from || !tight {
+            return Pressure::default();
+        }
+        let band = stall_at.saturating_sub(slow_from).max(1);
+        let past = (dirty - slow_from) as u128 * 10 / band as u128;
+        Pressure {
+            band_tenths: Some(u64::try_from(past).unwrap_or(u64::MAX)),
+            stop: dirty > 0 && dirty >= stall_at,
+        }
+    }
+
+    /// The sleep of one write: a tenth of a millisecond at the band's start, a millisecond
+    /// more for each tenth of it past that.
+    fn delay_micros(self) -> Option<u64> {
+        self.band_tenths.map(|tenths| tenths.saturating_mul(1000).saturating_add(100))
+    }
+}
+
+#[cfg(test)]
+mod pressure_tests {
+    use super::Pressure;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn writers_slow_and_stop_only_with_the_pool_near_its_budget() {
+        let (due, room, budget) = (250 * MIB, 1000 * MIB, 1010 * MIB);
+        // The band runs from 500 MiB of dirty pages (halfway from 250 to 750) to 750.
+        let tight = |dirty: usize| Pressure::of(dirty, due, room, 900 * MIB, budget);
+        assert_eq!(tight(499 * MIB), Pressure::default());
+        assert_eq!(tight(500 * MIB).delay_micros(), Some(100));
+        assert_eq!(tight(625 * MIB).delay_micros(), Some(5_100));
+        assert!(!tight(749 * MIB).stop);
+        assert!(tight(750 * MIB).stop && tight(900 * MIB).stop);
+        // With more than an eighth of the room unused, no page needs evicting soon: the
+        // same dirty pages slow no writer and stop none.
+        let roomy = |dirty: usize| Pressure::of(dirty, due, room, 884 * MIB, budget);
+        assert_eq!(roomy(600 * MIB), Pressure::default());
+        assert_eq!(roomy(880 * MIB), Pressure::default());
+        // Exactly an eighth left counts as near.
+        assert!(Pressure::of(800 * MIB, due, room, 885 * MIB, budget).stop);
     }
 }

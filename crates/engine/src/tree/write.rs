@@ -177,7 +177,7 @@ impl Closure {
 
     /// The splits numbered below this were looked at by the calls so far (`None`: no call
     /// yet); later ones, made while the last call ran or after, are left to the next call
-    /// (and to `Writer::changed_since`).
+    /// (and to `Writer::changed_between`).
     pub fn looked_to(&self) -> Option<u64> {
         self.looked_to
     }
@@ -208,7 +208,7 @@ impl Writer {
     /// (a search from every page each time held splits off for 20 to 160 ms with 15,000
     /// splits pending in a YCSB load). It needs no structure hold: splits made while it
     /// runs are numbered from `Closure::looked_to` on, which the next call looks at (and
-    /// `changed_since` finds). Every `CLOSURE_STEP` pages it lets splits waiting to record
+    /// `changed_between` finds). Every `CLOSURE_STEP` pages it lets splits waiting to record
     /// themselves take the split lock, so that splits go on beside a search over a hundred
     /// thousand pages (one took 165 ms in a YCSB load).
     pub fn closure(&self, pids: &mut BTreeSet<u64>, found: &mut Closure) {
@@ -280,13 +280,15 @@ impl Writer {
         self.recording.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// The pages changed by the splits not yet durable numbered `mark` or later (`mark`
-    /// from `Closure::looked_to`: the splits a closure left to its next call). Call it with
-    /// the structure held.
-    pub fn changed_since(&self, mark: u64) -> BTreeSet<u64> {
+    /// The pages changed by the splits not yet durable numbered from `from` to below `to`
+    /// (marks from `Closure::looked_to` before and after a `closure` call: the splits it
+    /// looked at for the first time). Each was recorded once its pages had changed, under
+    /// their exclusive latches, so a copy taken after this call has its change.
+    pub fn changed_between(&self, from: u64, to: u64) -> BTreeSet<u64> {
         let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        let from = splits.records.partition_point(|split| split.number < mark);
-        splits.records[from..].iter().flat_map(|split| split.pids.iter().copied()).collect()
+        let start = splits.records.partition_point(|split| split.number < from);
+        let end = splits.records.partition_point(|split| split.number < to);
+        splits.records[start..end].iter().flat_map(|split| split.pids.iter().copied()).collect()
     }
 
     /// Forgets splits whose pages are durable (`closure`'s numbers, after the group).

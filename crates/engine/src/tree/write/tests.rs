@@ -166,7 +166,7 @@ fn batches_in_place_match_a_sorted_map_through_every_kind_of_split() {
     let mut image = Vec::new();
     let version = pool.copy_dirty(ROOT, &mut image).expect("copy").expect("dirty");
     assert_eq!(slotted::check(&image, PAGE), Ok(Kind::Internal));
-    assert!(pool.clean_if_unchanged(ROOT, version, &image));
+    assert!(pool.clean_if_unchanged(ROOT, version));
     assert_eq!(pool.copy_dirty(ROOT, &mut image).expect("copy"), None, "clean once cleaned");
     let leaf = *dirty
         .iter()
@@ -189,7 +189,7 @@ fn batches_in_place_match_a_sorted_map_through_every_kind_of_split() {
             |_, _, _| {},
         )
         .expect("apply");
-    assert!(!pool.clean_if_unchanged(leaf, version, &image), "changed after its copy");
+    assert!(!pool.clean_if_unchanged(leaf, version), "changed after its copy");
     assert!(pool.dirty_pages().contains(&leaf));
 }
 

@@ -266,6 +266,7 @@ impl GroupWriter<'_> {
         if self.piece.is_empty() {
             return Ok(());
         }
+        assert_eq!(self.in_piece.len(), self.piece.len(), "a page twice in one piece");
         let pages: Vec<&[u8]> = self.piece.iter().map(|(_, image, _)| &image[..]).collect();
         let added = extra(Part::Pages(&pages));
         let mut changes: Vec<BlockWrite<'_>> = self
@@ -286,6 +287,7 @@ impl GroupWriter<'_> {
             self.spare.push(image);
         }
         self.in_piece.clear();
+        debug_assert!(self.sent.len() as u64 >= self.pieces.min(1));
         Ok(())
     }
 }

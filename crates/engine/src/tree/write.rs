@@ -40,7 +40,7 @@
 //! batch that fails.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tierkv_io::frames::Exclusive;
 
@@ -131,10 +131,16 @@ impl Splits {
 
     /// Drops the splits numbered in `numbers` (sorted), from both.
     fn forget(&mut self, numbers: &[u64]) {
+        let (Some(first), Some(last)) = (numbers.first(), numbers.last()) else { return };
         let by_page = &mut self.by_page;
+        // Only the records between the first and the last number can go.
+        let start = self.records.partition_point(|split| split.number < *first);
+        let end = self.records.partition_point(|split| split.number <= *last);
+        let tail = self.records.split_off(end);
+        let mut middle = self.records.split_off(start);
         // A search per split: a scan of `numbers` per split held the lock, and with it the
         // next split, for tens of milliseconds with thousands pending.
-        self.records.retain(|split| {
+        middle.retain(|split| {
             if numbers.binary_search(&split.number).is_err() {
                 return true;
             }
@@ -149,6 +155,9 @@ impl Splits {
             }
             false
         });
+        self.records.append(&mut middle);
+        self.records.extend(tail);
+        debug_assert!(self.records.windows(2).all(|w| w[0].number < w[1].number));
         debug_assert!(self.by_page.values().flatten().all(|n| numbers.binary_search(n).is_err()));
     }
 }
@@ -221,13 +230,23 @@ impl Writer {
             // Later ones: from the splits made since that change a page held; an older
             // split that touches none joins only through pages this search adds.
             Some(looked_to) => {
-                let from = splits.records.partition_point(|split| split.number < looked_to);
+                let mut at = splits.records.partition_point(|split| split.number < looked_to);
                 let mut frontier = Vec::new();
-                for split in &splits.records[from..] {
+                let mut step = 0;
+                while let Some(split) = splits.records.get(at).filter(|split| split.number < next) {
                     if split.pids.iter().any(|pid| pids.contains(pid))
                         && found.taken.insert(split.number)
                     {
                         frontier.extend(split.pids.iter().filter(|pid| pids.insert(**pid)));
+                    }
+                    let number = split.number;
+                    at += 1;
+                    step += 1;
+                    if step % CLOSURE_STEP == 0 {
+                        // As below: splits waiting to record go first (they hold every
+                        // writer up); records only grow at the end meanwhile.
+                        splits = self.let_splits_record(splits);
+                        at = splits.records.partition_point(|split| split.number <= number);
                     }
                 }
                 found.added.extend_from_slice(&frontier);
@@ -238,18 +257,10 @@ impl Writer {
         let mut step = 0;
         while let Some(pid) = frontier.pop() {
             step += 1;
-            if step % CLOSURE_STEP == 0
-                && self.recording.load(std::sync::atomic::Ordering::SeqCst) > 0
-            {
+            if step % CLOSURE_STEP == 0 {
                 // Splits recorded meanwhile are numbered `next` or later: those the
-                // search meets are taken now, the rest by the next call. The lock is not
-                // fair, so the search waits until the waiting splits are in. Bounded:
-                // splits run one at a time, each records once, in microseconds.
-                drop(splits);
-                while self.recording.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-                    std::thread::yield_now();
-                }
-                splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
+                // search meets are taken now, the rest by the next call.
+                splits = self.let_splits_record(splits);
             }
             for &number in splits.by_page.get(&pid).map_or(&[][..], Vec::as_slice) {
                 if found.taken.insert(number) {
@@ -266,6 +277,21 @@ impl Writer {
         debug_assert!(splits.records.iter().filter(|split| split.number < next).all(|split| {
             found.taken.contains(&split.number) == split.pids.iter().any(|pid| pids.contains(pid))
         }));
+    }
+
+    /// Lets go of the split lock while splits wait to record themselves (each holds every
+    /// writer up meanwhile), and takes it again. The lock is not fair, so this waits until
+    /// the waiting splits are in. Bounded: splits run one at a time, each records once, in
+    /// microseconds.
+    fn let_splits_record<'a>(&'a self, splits: MutexGuard<'a, Splits>) -> MutexGuard<'a, Splits> {
+        if self.recording.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return splits;
+        }
+        drop(splits);
+        while self.recording.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            std::thread::yield_now();
+        }
+        self.splits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Numbers and records a split that changed `pids`. Numbered and recorded under one
@@ -285,17 +311,28 @@ impl Writer {
     /// looked at for the first time). Each was recorded once its pages had changed, under
     /// their exclusive latches, so a copy taken after this call has its change.
     pub fn changed_between(&self, from: u64, to: u64) -> BTreeSet<u64> {
-        let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        let start = splits.records.partition_point(|split| split.number < from);
-        let end = splits.records.partition_point(|split| split.number < to);
-        splits.records[start..end].iter().flat_map(|split| split.pids.iter().copied()).collect()
+        // Copied out under the lock, sorted outside it: splits wait for the lock to record
+        // themselves, holding every writer up.
+        let pids: Vec<u64> = {
+            let splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
+            let start = splits.records.partition_point(|split| split.number < from);
+            let end = splits.records.partition_point(|split| split.number < to);
+            splits.records[start..end].iter().flat_map(|split| split.pids.iter().copied()).collect()
+        };
+        pids.into_iter().collect()
     }
 
     /// Forgets splits whose pages are durable (`closure`'s numbers, after the group).
     pub fn forget_splits(&self, numbers: &[u64]) {
         debug_assert!(numbers.windows(2).all(|w| w[0] < w[1]), "numbers in order");
+        // A step at a time, letting splits waiting to record in between (each holds every
+        // writer up): forgetting the 196,000 splits of a load's first group at once held
+        // them for about 200 ms.
         let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        splits.forget(numbers);
+        for step in numbers.chunks(CLOSURE_STEP) {
+            splits.forget(step);
+            splits = self.let_splits_record(splits);
+        }
     }
 
     /// Splits whose pages are not all durable.

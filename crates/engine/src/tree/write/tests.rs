@@ -1045,3 +1045,31 @@ fn a_long_closure_lets_splits_record_and_its_next_call_catches_up() {
         assert_eq!(expected.len() as u64, chain + 2_000, "round {round}: every split reached");
     }
 }
+
+#[test]
+fn forgetting_splits_in_steps_keeps_exactly_the_others() {
+    let writer = Writer::new();
+    // Three pages per split, each page in several splits.
+    let splits = 3 * CLOSURE_STEP as u64 + 17;
+    for n in 0..splits {
+        writer.record_split(vec![n % 1000, 1000 + n % 777, 5000 + n]);
+    }
+    assert_eq!(writer.pending_splits() as u64, splits);
+    // Every third split, more than two steps' worth.
+    let gone: Vec<u64> = (0..splits).filter(|n| n % 3 == 0).collect();
+    writer.forget_splits(&gone);
+    assert_eq!(writer.pending_splits() as u64, splits - gone.len() as u64);
+    // What is left reports exactly the pages of the splits kept.
+    let changed = writer.changed_between(0, splits);
+    let expected: std::collections::BTreeSet<u64> = (0..splits)
+        .filter(|n| n % 3 != 0)
+        .flat_map(|n| [n % 1000, 1000 + n % 777, 5000 + n])
+        .collect();
+    assert_eq!(changed, expected);
+    // And a closure from a page of a forgotten split alone finds nothing.
+    let mut pids: BTreeSet<u64> = [5000].into_iter().collect();
+    let mut found = Closure::default();
+    writer.closure(&mut pids, &mut found);
+    assert_eq!(pids.len(), 1, "split 0 was forgotten");
+    assert!(found.taken().is_empty());
+}

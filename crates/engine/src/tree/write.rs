@@ -327,9 +327,11 @@ impl Writer {
         debug_assert!(numbers.windows(2).all(|w| w[0] < w[1]), "numbers in order");
         // A step at a time, letting splits waiting to record in between (each holds every
         // writer up): forgetting the 196,000 splits of a load's first group at once held
-        // them for about 200 ms.
+        // them for about 200 ms. The newest first, so that a step moves only the records
+        // after its own (from the oldest, each step moved nearly all of them, several
+        // milliseconds each: E's p99.9 insert went from 4 to 6 ms).
         let mut splits = self.splits.lock().unwrap_or_else(PoisonError::into_inner);
-        for step in numbers.chunks(CLOSURE_STEP) {
+        for step in numbers.rchunks(CLOSURE_STEP) {
             splits.forget(step);
             splits = self.let_splits_record(splits);
         }

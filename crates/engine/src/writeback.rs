@@ -171,22 +171,13 @@ fn write_back_racing<S: PageSource, L>(
         let pages: Vec<&[u8]> = piece.iter().map(|(_, image, _)| &image[..]).collect();
         let added = if pages.is_empty() { Vec::new() } else { extra(Part::Pages(&pages)) };
         for (pid, image, version) in &piece {
-            let lsn = Slotted::new(&image[..]).lsn().expect("invariant: a checked page");
-            highest = highest.max(lsn);
-            sent.insert(*pid, *version);
+            highest = highest.max(sent_page(&mut sent, *pid, image, *version));
         }
         if !sent.is_empty() {
             before_group(highest).map_err(WriteBackError::Log)?;
         }
         let end = extra(Part::End { last: last_group });
-        let mut changes: Vec<BlockWrite<'_>> = piece
-            .iter()
-            .map(|(pid, image, _)| BlockWrite::Put(BlockId(*pid), &image[..]))
-            .collect();
-        changes.extend(added.iter().chain(&end).map(|(id, bytes)| match bytes {
-            Some(bytes) => BlockWrite::Put(*id, &bytes[..]),
-            None => BlockWrite::Delete(*id),
-        }));
+        let changes = block_writes(&piece, added.iter().chain(&end));
         if pieces > 0 || !changes.is_empty() {
             // CRASH: once the group commits, its pages are the tree on disk: whole, as
             // every split in it is complete. Until then none of its pieces counts.
@@ -269,27 +260,35 @@ impl GroupWriter<'_> {
         assert_eq!(self.in_piece.len(), self.piece.len(), "a page twice in one piece");
         let pages: Vec<&[u8]> = self.piece.iter().map(|(_, image, _)| &image[..]).collect();
         let added = extra(Part::Pages(&pages));
-        let mut changes: Vec<BlockWrite<'_>> = self
-            .piece
-            .iter()
-            .map(|(pid, image, _)| BlockWrite::Put(BlockId(*pid), &image[..]))
-            .collect();
-        changes.extend(added.iter().map(|(id, bytes)| match bytes {
-            Some(bytes) => BlockWrite::Put(*id, &bytes[..]),
-            None => BlockWrite::Delete(*id),
-        }));
-        self.chain.put(&changes)?;
+        self.chain.put(&block_writes(&self.piece, added.iter()))?;
         self.pieces += 1;
         for (pid, image, version) in self.piece.drain(..) {
-            let lsn = Slotted::new(&image[..]).lsn().expect("invariant: a checked page");
-            self.highest = self.highest.max(lsn);
-            self.sent.insert(pid, version);
+            self.highest = self.highest.max(sent_page(&mut self.sent, pid, &image, version));
             self.spare.push(image);
         }
         self.in_piece.clear();
         debug_assert!(self.sent.len() as u64 >= self.pieces.min(1));
         Ok(())
     }
+}
+
+/// A piece's page images and the blocks added to them, as block-store writes.
+fn block_writes<'a>(
+    piece: &'a [(u64, Vec<u8>, u64)],
+    added: impl Iterator<Item = &'a Extra>,
+) -> Vec<BlockWrite<'a>> {
+    let pages = piece.iter().map(|(pid, image, _)| BlockWrite::Put(BlockId(*pid), &image[..]));
+    let added = added.map(|(id, bytes)| match bytes {
+        Some(bytes) => BlockWrite::Put(*id, &bytes[..]),
+        None => BlockWrite::Delete(*id),
+    });
+    pages.chain(added).collect()
+}
+
+/// Records page `pid`'s copy at `version` as sent in its group; returns the copy's LSN.
+fn sent_page(sent: &mut BTreeMap<u64, u64>, pid: u64, image: &[u8], version: u64) -> u64 {
+    sent.insert(pid, version);
+    Slotted::new(image).lsn().expect("invariant: a checked page")
 }
 
 /// Passes that copy a group's pages with splits running, at most, before one that holds
@@ -318,8 +317,8 @@ fn copy_group<S: PageSource, L>(
     racing: &mut dyn FnMut(),
 ) -> Result<(Vec<u64>, u64), WriteBackError<S::Error, L>> {
     let mut pids: BTreeSet<u64> = chunk.iter().copied().collect();
-    // Each page copied (whether dirty then).
-    let mut copied: BTreeMap<u64, bool> = BTreeMap::new();
+    // Each page copied (or found clean).
+    let mut copied: BTreeSet<u64> = BTreeSet::new();
     let mut found = Closure::default();
     // The first search holds no split off: the splits made while it runs count as made
     // after it (numbered from `looked_to` on), so the stock-taking below finds them.
@@ -348,11 +347,10 @@ fn copy_group<S: PageSource, L>(
         }
         group.writing = held.is_none();
         for pid in std::mem::take(&mut todo) {
-            recopies += u64::from(copied.contains_key(&pid));
+            recopies += u64::from(!copied.insert(pid));
             let mut image = group.buffer();
             match pool.copy_dirty(pid, &mut image).map_err(WriteBackError::Page)? {
                 Some(version) => {
-                    copied.insert(pid, true);
                     group.add(pid, image, version, extra).map_err(WriteBackError::Blocks)?;
                 }
                 None => {
@@ -360,7 +358,6 @@ fn copy_group<S: PageSource, L>(
                     // group was of a state since written by another group: impossible,
                     // as one write-back runs at a time.)
                     group.spare.push(image);
-                    copied.entry(pid).or_insert(false);
                 }
             }
             if held.is_none() {
@@ -382,7 +379,7 @@ fn copy_group<S: PageSource, L>(
             }
         }
     }
-    debug_assert!(pids.iter().all(|pid| copied.contains_key(pid)));
+    debug_assert!(pids.iter().all(|pid| copied.contains(pid)));
     Ok((found.taken(), recopies))
 }
 

@@ -1026,16 +1026,22 @@ mod tests {
         db.close().expect("close");
     }
 
+    /// A run of `num` keys and as many reads, in an 8 MiB budget, with no progress bar.
+    fn tiny_config(dir: &Path, num: u64, durability: Durability) -> EngineBenchConfig {
+        let mut config = EngineBenchConfig::new(dir);
+        config.num = num;
+        config.reads = num;
+        config.durability = durability;
+        config.progress = false;
+        config.options.cache_size = 8 << 20;
+        config
+    }
+
     #[test]
     fn sync_puts_are_set_beside_the_fdatasync_limit() {
         let dir = tempfile::tempdir().expect("dir");
-        let mut config = EngineBenchConfig::new(dir.path());
-        config.num = 300;
-        config.reads = 300;
+        let mut config = tiny_config(dir.path(), 300, Durability::Sync);
         config.workloads = vec![Workload::FillRandom, Workload::ReadRandom, Workload::Overwrite];
-        config.durability = Durability::Sync;
-        config.progress = false;
-        config.options.cache_size = 8 << 20;
         config.sync_limit_time = Duration::from_millis(100);
         let report = run(&config).expect("run");
         let limit = report.fdatasync_limit.as_ref().expect("measured");
@@ -1065,15 +1071,10 @@ mod tests {
     #[test]
     fn every_workload_runs_on_a_tiny_store() {
         let dir = tempfile::tempdir().expect("dir");
-        let mut config = EngineBenchConfig::new(dir.path());
-        config.num = 2_000;
-        config.reads = 2_000;
+        // Its 8 MiB leave room in the undo (twice the write buffer, an eighth of this) for
+        // what the background writer changes while readwhilewriting's reads run.
+        let mut config = tiny_config(dir.path(), 2_000, Durability::None);
         config.workloads = Workload::ALL.to_vec();
-        config.durability = Durability::None;
-        config.progress = false;
-        // Room in the undo (twice the write buffer, an eighth of this) for what the
-        // background writer changes while readwhilewriting's reads run.
-        config.options.cache_size = 8 << 20;
         config.read_method_trials = 1;
         let report = run(&config).expect("run");
         assert_eq!(report.results.len(), Workload::ALL.len());

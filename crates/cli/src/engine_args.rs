@@ -29,7 +29,7 @@ pub struct EngineArgs {
     /// file).
     #[arg(long)]
     pub log_backend: Option<Backend>,
-    /// The largest page of a new store (a power of two from 1k to 64k; default 8k). A
+    /// The largest page of a new store (a power of two from 1k to 64k; default 16k). A
     /// store keeps the size it was made with: a different one given later is refused.
     #[arg(long, value_name = SIZE, value_parser = parse_size)]
     pub page_size: Option<ByteSize>,

@@ -253,6 +253,10 @@ impl<S: PageSource> std::fmt::Debug for BufferPool<S> {
 /// reachable page only to install it, so more than a handful means something is wrong.
 const MAX_RESTARTS: u32 = 1 << 20;
 
+/// Cache lines `prefetch_head` asks for: a page's 32-byte header, its prefix and the first
+/// slots (about 24 of 8 bytes), enough for a leaf of 1 KB records at 16 KiB.
+const HEAD_LINES: usize = 4;
+
 impl<S: PageSource> BufferPool<S> {
     /// A pool of `pages` page ids of `page_bytes` over `source`, holding at most
     /// `budget_bytes` of frames.
@@ -414,6 +418,14 @@ impl<S: PageSource> BufferPool<S> {
     #[inline]
     pub fn prefetch(&self, pid: u64) {
         self.frames.prefetch(pid);
+    }
+
+    /// Hints that a cursor is about to step onto page `pid`: its word, header and first
+    /// slots (`HEAD_LINES` cache lines), so that the misses of the next leaf overlap the
+    /// copy of this one.
+    #[inline]
+    pub fn prefetch_head(&self, pid: u64) {
+        self.frames.prefetch_head(pid, HEAD_LINES);
     }
 
     /// Loads page `pid` from the source into its frame (unless another thread is loading it

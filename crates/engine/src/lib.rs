@@ -37,8 +37,8 @@
 //! # }
 //! ```
 //!
-//! Limits: keys of 1 to `Options::max_key_bytes` bytes (half the page size less 32: 4,064
-//! with the default 8 KiB pages; never over [`MAX_KEY_BYTES`]; empty keys are refused); values up to
+//! Limits: keys of 1 to `Options::max_key_bytes` bytes (half the page size less 32, at most
+//! 4,096: 4,096 with the default 16 KiB pages; never over [`MAX_KEY_BYTES`]; empty keys are refused); values up to
 //! [`MAX_VALUE_BYTES`] (values over a quarter of a page go to overflow blocks); a batch's
 //! log record up to [`MAX_BATCH_BYTES`].
 //!

@@ -36,7 +36,7 @@ pub struct Options {
     /// The page size: a power of two from 1 KiB to 64 KiB. Values over a quarter of it are
     /// kept in overflow blocks, and keys may be up to half of it less 32 bytes (4,064 bytes
     /// with 8 KiB pages, 4,096 from 16 KiB: `Options::max_key_bytes`), so that any two fit an
-    /// internal page. A store keeps the size it was made with: `None` takes it (8 KiB for a
+    /// internal page. A store keeps the size it was made with: `None` takes it (16 KiB for a
     /// new store), and a different size is refused with `Error::OptionMismatch`.
     pub max_page_bytes: Option<usize>,
     /// How `put`, `delete` and `write` make a write durable. Default `Sync`: durable on
@@ -117,7 +117,7 @@ impl Default for Options {
 }
 
 /// The page size of a new store when `max_page_bytes` is `None`.
-pub const DEFAULT_PAGE_BYTES: usize = 8 << 10;
+pub const DEFAULT_PAGE_BYTES: usize = 16 << 10;
 
 /// The smallest `write_buffer_size`.
 const MIN_WRITE_BUFFER: usize = 64 << 10;

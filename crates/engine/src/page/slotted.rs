@@ -97,6 +97,8 @@ pub trait PageBytes {
     }
     /// Hints that bytes `from..to` are about to be read (nothing for a slice in memory).
     fn prefetch(&self, _from: usize, _to: usize) {}
+    /// `prefetch`, the last lines asked for first.
+    fn prefetch_descending(&self, _from: usize, _to: usize) {}
 }
 
 impl PageBytes for [u8] {
@@ -157,6 +159,10 @@ impl PageBytes for FrameRead<'_> {
     #[inline]
     fn prefetch(&self, from: usize, to: usize) {
         FrameRead::prefetch(self, from, to);
+    }
+    #[inline]
+    fn prefetch_descending(&self, from: usize, to: usize) {
+        FrameRead::prefetch_descending(self, from, to);
     }
 }
 
@@ -302,7 +308,8 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
 
     /// Hints that entries `range` are about to be read: their bytes are fetched at once.
     /// Entries lie in the heap in reverse order (entry 0 at the page's end), so theirs is
-    /// one stretch: from the last one's start to where the one before the first starts.
+    /// one stretch: from the last one's start to where the one before the first starts,
+    /// asked for from its end down (at most `MAX_PREFETCH_BYTES` of it).
     pub fn prefetch_entries(&self, range: std::ops::Range<usize>) -> Option<()> {
         if range.is_empty() {
             return Some(());
@@ -313,7 +320,10 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
             // Entry 0 ends at the page's end (the header's page size).
             None => usize::try_from(self.bytes.le_u32(24)?).ok()?,
         };
-        self.bytes.prefetch(low, high.min(low.saturating_add(MAX_PREFETCH_BYTES)));
+        // The first entry lies highest, and is copied first: its lines are asked for first
+        // (ascending, E ran about 3% slower in two rounds of four runs).
+        let from = high.saturating_sub(MAX_PREFETCH_BYTES).max(low);
+        self.bytes.prefetch_descending(from, high);
         Some(())
     }
 

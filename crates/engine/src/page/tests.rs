@@ -347,11 +347,15 @@ impl slotted::PageBytes for Recording<'_> {
     fn prefetch(&self, from: usize, to: usize) {
         self.asked.borrow_mut().push((from, to));
     }
+    fn prefetch_descending(&self, from: usize, to: usize) {
+        // Told apart from an ascending ask by the order of the pair.
+        self.asked.borrow_mut().push((to, from));
+    }
 }
 
 /// `prefetch_entries` asks for exactly the stretch of the heap the entries lie in: every
 /// byte of each entry of the range (key suffix, value header, value), and nothing of the
-/// entries around it.
+/// entries around it; from its end down, as the first entry, copied first, lies highest.
 #[test]
 fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
     let entries: Vec<(Vec<u8>, Value)> = (0..12u8)
@@ -378,9 +382,11 @@ fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
             assert!(asked.is_empty(), "{asked:?}");
             continue;
         }
-        let [(from, to)] = asked[..] else { panic!("{asked:?}") };
+        // Recorded by `prefetch_descending` as (to, from).
+        let [(to, from)] = asked[..] else { panic!("{asked:?}") };
         let low = span(range.end - 1).0;
         let high = span(range.start).1;
+        assert!(from < to, "asked ascending, or nothing: {asked:?}");
         assert_eq!((from, to), (low, high), "entries {range:?}");
     }
 }

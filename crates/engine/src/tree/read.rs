@@ -78,7 +78,7 @@ enum Step<T> {
 /// A step of `chunk_forward`'s descent: the child taken (its index and its parent's count),
 /// or the leaf read (the first slot not copied, and its count).
 enum Forward {
-    Down { child: u64, index: usize, count: usize },
+    Down { child: u64, index: usize, count: usize, next: Option<u64> },
     Leaf { next_slot: usize, leaf_count: usize },
 }
 
@@ -272,6 +272,10 @@ struct Parent {
     pid: u64,
     /// The child read (0 is the first child; `i + 1` is slot `i`'s).
     index: usize,
+    /// The child after it, as the parent was read (`None`: the last), to prefetch once a
+    /// chunk reaches the end of the child read: a hint only, the step there reads the
+    /// parent again.
+    next: Option<u64>,
     /// The parent's slots: its children are `0..=count`.
     count: usize,
     /// Where the keys after the parent's last child start (`None`: the tree's end).
@@ -493,10 +497,12 @@ pub fn chunk_forward<S: PageSource>(
                         separator.clear();
                         let (index, child) = child_for(pool, page, from)?;
                         let count = page.count()?;
+                        let mut next = None;
                         if index < count {
                             page.key_into(index, &mut separator)?;
+                            next = page.child(index + 1);
                         }
-                        Some(Forward::Down { child, index, count })
+                        Some(Forward::Down { child, index, count, next })
                     }
                     Kind::Leaf => {
                         chunk.clear();
@@ -512,12 +518,12 @@ pub fn chunk_forward<S: PageSource>(
                 })
                 .map_err(ReadError::Page)?;
             match step {
-                Forward::Down { child, index, count } => {
+                Forward::Down { child, index, count, next: after } => {
                     let above = next.clone();
                     if !separator.is_empty() {
                         next = Some(std::mem::take(&mut separator));
                     }
-                    parent = Some(Parent { pid, index, count, bound: above });
+                    parent = Some(Parent { pid, index, next: after, count, bound: above });
                     pid = child;
                 }
                 Forward::Leaf { next_slot, leaf_count } => {
@@ -532,7 +538,7 @@ pub fn chunk_forward<S: PageSource>(
                         leaf_bound,
                         parent,
                     };
-                    finish_forward(place, cut, chunk);
+                    finish_forward(pool, place, cut, chunk);
                     return Ok(());
                 }
             }
@@ -557,24 +563,41 @@ fn cut_at(
 }
 
 /// Sets `chunk`'s bound from where it ended (`cut`, the first entry not copied, or the
-/// leaf's bound when the chunk reached the leaf's end), and keeps the place.
-fn finish_forward(place: Place, cut: Vec<u8>, chunk: &mut Chunk) {
+/// leaf's bound when the chunk reached the leaf's end), and keeps the place. A chunk that
+/// reached its leaf's end asks for the next leaf's head (`Parent::next`), which the
+/// cursor's next step reads.
+fn finish_forward<S: PageSource>(
+    pool: &BufferPool<S>,
+    place: Place,
+    cut: Vec<u8>,
+    chunk: &mut Chunk,
+) {
     debug_assert_eq!(cut.is_empty(), place.next_slot >= place.leaf_count);
     chunk.bound =
         if place.next_slot < place.leaf_count { Some(cut) } else { place.leaf_bound.clone() };
+    if place.next_slot >= place.leaf_count {
+        if let Some(next) = place.parent.as_ref().and_then(|parent| parent.next) {
+            pool.prefetch_head(next);
+        }
+    }
     chunk.place = Some(place);
 }
 
-/// Child `index` of internal page `pid`, and the key of slot `separator_at` (empty for
-/// `None`): the separator where the child's keys start or end, read under one validation.
+/// A child of an internal page, the separator asked for (empty for none) and the child
+/// after it (`None`: the last).
+type ChildAndSeparator = (u64, Vec<u8>, Option<u64>);
+
+/// Child `index` of internal page `pid`, the key of slot `separator_at` (empty for
+/// `None`): the separator where the child's keys start or end, and child `index + 1` when
+/// there is one (for `Parent::next`), read under one validation.
 fn child_and_separator<S: PageSource>(
     pool: &BufferPool<S>,
     pid: u64,
     index: usize,
     separator_at: Option<usize>,
-) -> Result<(u64, Vec<u8>), ReadError<S::Error>> {
+) -> Result<ChildAndSeparator, ReadError<S::Error>> {
     let mut separator = Vec::new();
-    let child = pool
+    let (child, next) = pool
         .read(pid, |page| {
             if page.kind()? != Kind::Internal {
                 return None;
@@ -583,10 +606,11 @@ fn child_and_separator<S: PageSource>(
             if let Some(at) = separator_at {
                 page.key_into(at, &mut separator)?;
             }
-            page.child(index)
+            let next = if index < page.count()? { page.child(index + 1) } else { None };
+            Some((page.child(index)?, next))
         })
         .map_err(ReadError::Page)?;
-    Ok((child, separator))
+    Ok((child, separator, next))
 }
 
 /// A cursor's read from a remembered place: its result, or `None` (go down from the root)
@@ -642,7 +666,7 @@ fn go_on<S: PageSource>(
         };
         let index = parent.index + 1;
         let separator_at = (index < parent.count).then_some(index);
-        let Some((leaf, separator)) = moved_or(
+        let Some((leaf, separator, next)) = moved_or(
             pool,
             place.structure,
             child_and_separator(pool, parent.pid, index, separator_at),
@@ -651,6 +675,7 @@ fn go_on<S: PageSource>(
             return Ok(false);
         };
         parent.index = index;
+        parent.next = next;
         place.leaf = leaf;
         place.next_slot = 0;
         place.leaf_bound =
@@ -689,7 +714,7 @@ fn go_on<S: PageSource>(
     place.leaf_version = version;
     place.next_slot = next_slot;
     place.leaf_count = leaf_count;
-    finish_forward(place, cut, chunk);
+    finish_forward(pool, place, cut, chunk);
     Ok(true)
 }
 
@@ -755,7 +780,7 @@ fn go_back<S: PageSource>(
             };
             let index = parent.index - 1;
             let read = child_and_separator(pool, parent.pid, index, index.checked_sub(1));
-            let Some((leaf, separator)) = moved_or(pool, place.structure, read)? else {
+            let Some((leaf, separator, _)) = moved_or(pool, place.structure, read)? else {
                 return Ok(false);
             };
             parent.index = index;

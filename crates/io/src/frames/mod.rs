@@ -271,22 +271,36 @@ impl Frames {
     /// page id past the reservation.
     #[inline]
     pub fn prefetch(&self, pid: u64) {
+        self.prefetch_head(pid, 1);
+    }
+
+    /// `prefetch`, for the first `lines` cache lines of the frame (at most the frame's):
+    /// a page's header and slots, for a cursor about to step onto it.
+    #[inline]
+    pub fn prefetch_head(&self, pid: u64, lines: usize) {
         if pid >= self.pages {
             return;
         }
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            const LINE: usize = 64;
             let word = std::ptr::from_ref(self.word(pid)).cast::<i8>();
+            let lines = lines.clamp(1, self.page_bytes.div_ceil(LINE));
             // SAFETY: the offset is inside the reservation (pid checked above); a prefetch
             // dereferences nothing and never faults, even on a page not yet touched.
             let frame = unsafe { self.base.as_ptr().add(pid as usize * self.page_bytes) };
-            // SAFETY: prefetch instructions have no memory effects.
+            // SAFETY: prefetch instructions have no memory effects; every line is inside
+            // the frame (at most its length).
             unsafe {
                 _mm_prefetch::<_MM_HINT_T0>(word);
-                _mm_prefetch::<_MM_HINT_T0>(frame.cast::<i8>().cast_const());
+                for line in 0..lines {
+                    _mm_prefetch::<_MM_HINT_T0>(frame.add(line * LINE).cast::<i8>().cast_const());
+                }
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = lines;
     }
 
     /// The state of page `pid`'s frame now.

@@ -83,6 +83,14 @@ fn a_page_loads_reads_changes_and_leaves_its_frame() {
     let before = (states(&frames), frames.version(5));
     for pid in [3, 5, 63, 64, u64::MAX] {
         frames.prefetch(pid);
+        for lines in [0, 1, 4, usize::MAX] {
+            frames.prefetch_head(pid, lines);
+        }
+    }
+    let resident = frames.optimistic(5).expect("resident");
+    for (from, to) in [(0, 0), (0, 1), (60, 200), (100, usize::MAX), (usize::MAX - 1, usize::MAX)] {
+        resident.read().prefetch_descending(from, to);
+        resident.read().prefetch(from, to);
     }
     assert_eq!((states(&frames), frames.version(5)), before);
     assert_eq!(frames.optimistic(5).expect("resident").read().u64(8), Some(0xCD));

@@ -254,6 +254,34 @@ impl<'a> FrameRead<'a> {
         }
     }
 
+    /// `prefetch`, asking for the lines from the last down to the first: for a reader that
+    /// will take the range's end first (a leaf's entries, whose first lies highest), so
+    /// that the lines it needs first are the first asked for.
+    #[inline]
+    pub fn prefetch_descending(&self, from: usize, to: usize) {
+        const LINE: usize = 64;
+        let to = to.min(self.len());
+        if from >= to {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let base = self.words.as_ptr().cast::<i8>();
+            let first = from - from % LINE;
+            let mut at = (to - 1) - (to - 1) % LINE;
+            loop {
+                // SAFETY: `at` is inside the frame (below `to`, which is at most its length);
+                // a prefetch has no memory effects and never faults.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(at)) };
+                if at <= first {
+                    break;
+                }
+                at -= LINE;
+            }
+        }
+    }
+
     /// Appends `len` bytes from `offset` to `out`.
     #[inline]
     pub fn extend_into(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Option<()> {

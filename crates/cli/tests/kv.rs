@@ -74,7 +74,7 @@ fn tricky_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
-/// `tierkv::Options::default().max_key_bytes()`: 4,064 bytes with 8 KiB pages.
+/// `tierkv::Options::default().max_key_bytes()`: 4,096 bytes with 16 KiB pages.
 const MAX_KEY: usize = 4096;
 
 fn entries() -> impl Strategy<Value = BTreeMap<Vec<u8>, Vec<u8>>> {

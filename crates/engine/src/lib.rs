@@ -37,10 +37,10 @@
 //! # }
 //! ```
 //!
-//! Limits: keys of 1 to `Options::max_key_bytes` bytes (half the page size less 32, at most
-//! 4,096: 4,096 with the default 16 KiB pages; never over [`MAX_KEY_BYTES`]; empty keys are refused); values up to
-//! [`MAX_VALUE_BYTES`] (values over a quarter of a page go to overflow blocks); a batch's
-//! log record up to [`MAX_BATCH_BYTES`].
+//! Limits: keys of 1 to `Options::max_key_bytes` bytes (half the page size less 32, never
+//! over [`MAX_KEY_BYTES`]: 4,096 with the default 16 KiB pages; empty keys are refused);
+//! values up to [`MAX_VALUE_BYTES`] (values over a quarter of a page go to overflow
+//! blocks); a batch's log record up to [`MAX_BATCH_BYTES`].
 //!
 //! The layers inside, private modules of `crates/engine/src/` (each file's header says
 //! more):

@@ -50,13 +50,12 @@ use crate::{Error, Options, Result};
 /// cores than busy threads, the write-back takes what the threads serving requests leave
 /// (RocksDB lowers its background pool's priority the same way). In YCSB on 2 cores, with
 /// it at 10 against 0, three pairs of runs gave the load 1.18, 1.09 and 1.05 times the
-/// ops/s, and D 1.23, 0.91 and 1.21 (A 0.87, 1.33, 0.96); at 19 against 10 (e7efa52, an
-/// Intel VM), D ran at 687–820K ops/s in four runs against 629–688K in five, E at 95–112K
-/// against 92–109K, the other columns within the runs' spread: the load's first
-/// checkpoint, which overlaps A to D, takes less from them. Writers still slow down, and
-/// then stop, when write-back falls behind with the pool near its budget
-/// (`Inner::slow_down`), which leaves the cores to it.
-const CHECKPOINT_NICE: i32 = 19;
+/// ops/s, and D 1.23, 0.91 and 1.21 (A 0.87, 1.33, 0.96). Writers still slow down when
+/// write-back falls behind (`Inner::slow_down`). 19 (ea51588) raised D further (687–820K
+/// ops/s in four runs against 629–688K at 10), but starved checkpoints on a busy machine:
+/// tests that wait for background checkpoints during their writes (`db_model`,
+/// `compact`, the write-back's split race) failed with the test machine's cores taken.
+const CHECKPOINT_NICE: i32 = 10;
 
 /// What a store's directory holds.
 enum Found {

@@ -10,7 +10,7 @@ fn options() -> Options {
         durability: Durability::None,
         block_segment_bytes: 1 << 20,
         // 8 KiB, as these checks were made for: at the 16 KiB default a second compact of
-        // the packed store grew the files by 4 KiB in one run of four (not yet explained).
+        // the packed store grew the files by 4 KiB in 7 runs of 12 (not yet explained).
         max_page_bytes: Some(8 << 10),
         ..Options::default()
     }

@@ -24,6 +24,9 @@ const WORD: usize = 8;
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 const LONG_COPY: usize = 64;
 
+/// Bytes of a cache line, the unit a prefetch asks for.
+const PREFETCH_LINE: usize = 64;
+
 /// Reads of one frame's bytes (its page image), valid for any offset.
 #[derive(Clone, Copy)]
 pub struct FrameRead<'a> {
@@ -235,23 +238,7 @@ impl<'a> FrameRead<'a> {
     /// is cut to it.
     #[inline]
     pub fn prefetch(&self, from: usize, to: usize) {
-        const LINE: usize = 64;
-        let to = to.min(self.len());
-        if from >= to {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let base = self.words.as_ptr().cast::<i8>();
-            let mut at = from - from % LINE;
-            while at < to {
-                // SAFETY: `at` is inside the frame (below `to`, which is at most its length);
-                // a prefetch has no memory effects and never faults.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(at)) };
-                at += LINE;
-            }
-        }
+        self.lines(from, to).for_each(|line| self.prefetch_line(line));
     }
 
     /// `prefetch`, asking for the lines from the last down to the first: for a reader that
@@ -259,27 +246,37 @@ impl<'a> FrameRead<'a> {
     /// that the lines it needs first are the first asked for.
     #[inline]
     pub fn prefetch_descending(&self, from: usize, to: usize) {
-        const LINE: usize = 64;
+        self.lines(from, to).rev().for_each(|line| self.prefetch_line(line));
+    }
+
+    /// The cache lines (numbered from the frame's start) that bytes `from..to` lie on,
+    /// the range cut to the frame.
+    #[inline]
+    fn lines(&self, from: usize, to: usize) -> std::ops::Range<usize> {
         let to = to.min(self.len());
         if from >= to {
-            return;
+            return 0..0;
         }
+        from / PREFETCH_LINE..(to - 1) / PREFETCH_LINE + 1
+    }
+
+    /// Asks for cache line `line` of the frame (one of `lines`).
+    #[inline]
+    fn prefetch_line(&self, line: usize) {
+        debug_assert!(line * PREFETCH_LINE < self.len());
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let base = self.words.as_ptr().cast::<i8>();
-            let first = from - from % LINE;
-            let mut at = (to - 1) - (to - 1) % LINE;
-            loop {
-                // SAFETY: `at` is inside the frame (below `to`, which is at most its length);
-                // a prefetch has no memory effects and never faults.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(at)) };
-                if at <= first {
-                    break;
-                }
-                at -= LINE;
+            // SAFETY: the line starts inside the frame (`lines` cuts the range to it); a
+            // prefetch has no memory effects and never faults.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    self.words.as_ptr().cast::<i8>().add(line * PREFETCH_LINE),
+                );
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = line;
     }
 
     /// Appends `len` bytes from `offset` to `out`.

@@ -417,7 +417,6 @@ impl Frames {
             // Dropped unfinished, a load gives the memory back and leaves the frame evicted.
             Ok(Some(loading)) => {
                 drop(loading);
-                debug_assert_eq!(self.state(pid), Ok(FrameState::Evicted));
                 true
             }
             Ok(None) | Err(_) => false,
@@ -641,8 +640,9 @@ impl<'a> Exclusive<'a> {
         let (frames, pid) = (self.frames, self.pid);
         std::mem::forget(self);
         frames.release(pid);
-        frames.word(pid).unlock_evicted();
-        debug_assert_eq!(frames.state(pid), Ok(FrameState::Evicted));
+        let stored = frames.word(pid).unlock_evicted();
+        // The stored word, not a second load: a loader may claim the frame at once.
+        debug_assert_eq!(stored.state(), FrameState::Evicted);
     }
 
     /// Evicts the page as `evict` does but keeps the frame's memory: its word says evicted,
@@ -653,8 +653,8 @@ impl<'a> Exclusive<'a> {
     pub fn evict_keeping(self) {
         let (frames, pid) = (self.frames, self.pid);
         std::mem::forget(self);
-        frames.word(pid).unlock_evicted();
-        debug_assert_eq!(frames.state(pid), Ok(FrameState::Evicted));
+        let stored = frames.word(pid).unlock_evicted();
+        debug_assert_eq!(stored.state(), FrameState::Evicted);
     }
 }
 
@@ -699,8 +699,7 @@ impl<'a> Loading<'a> {
     pub fn finish_cold(mut self) -> u64 {
         self.done = true;
         let word = self.frames.word(self.pid);
-        word.unlock_exclusive();
-        let seen = word.load();
+        let seen = word.unlock_exclusive();
         // Lost only to a reader's touch or a lock since the unlock: the page was used.
         let _ = word.try_mark(seen);
         seen.version()
@@ -712,7 +711,8 @@ impl Drop for Loading<'_> {
         if !self.done {
             // A load that failed: whatever it wrote goes, and the page stays evicted.
             self.frames.release(self.pid);
-            self.frames.word(self.pid).unlock_evicted();
+            let stored = self.frames.word(self.pid).unlock_evicted();
+            debug_assert_eq!(stored.state(), FrameState::Evicted);
         }
     }
 }

@@ -172,18 +172,25 @@ impl PageWord {
         self.try_lock_exclusive(seen)
     }
 
-    /// Ends an exclusive hold; the page stays resident, at the next version.
-    pub(crate) fn unlock_exclusive(&self) {
+    /// Ends an exclusive hold; the page stays resident, at the next version. Returns the
+    /// word it stored: once stored, another thread may change the word at once, so what the
+    /// caller checks is this, never a second load.
+    pub(crate) fn unlock_exclusive(&self) -> Seen {
         let now = Seen(self.0.load(Ordering::Relaxed));
         assert_eq!(now.state(), FrameState::Exclusive, "unlock of a frame not held exclusively");
-        self.0.store(now.next(UNLOCKED), Ordering::Release);
+        let stored = now.next(UNLOCKED);
+        self.0.store(stored, Ordering::Release);
+        Seen(stored)
     }
 
     /// Ends an exclusive hold with the page gone from its frame, at the next version.
-    pub(crate) fn unlock_evicted(&self) {
+    /// Returns the word it stored (see [`PageWord::unlock_exclusive`]).
+    pub(crate) fn unlock_evicted(&self) -> Seen {
         let now = Seen(self.0.load(Ordering::Relaxed));
         assert_eq!(now.state(), FrameState::Exclusive, "eviction of a frame not held exclusively");
-        self.0.store(now.next(EVICTED), Ordering::Release);
+        let stored = now.next(EVICTED);
+        self.0.store(stored, Ordering::Release);
+        Seen(stored)
     }
 
     /// Adds a shared holder to a resident page, from `seen`.

@@ -31,6 +31,17 @@
 //! inside them: a reader of a snapshot that needed one gets [`TooOld`] rather than a wrong
 //! answer, and the store does not grow without bound for a snapshot held forever.
 //!
+//! **Race.** A writer is numbered, then records, then changes its leaf, so a lookup may
+//! miss a change whose record is still on its way, which is right while its leaf change is
+//! not made yet. But the change after it may land in the next segment (a rotation between
+//! the two), and a lookup that asked the older segment before the first record and the
+//! newer after the second would answer with the second's before-image: a value newer than
+//! the snapshot. Two facts rule this out: a key's changes are recorded one after another
+//! (the leaf latch), and a record found means every earlier one is in place. So a range
+//! lookup reads the segments newest first, each older one overwriting what a newer one
+//! said, and a point lookup that finds a change past the first segment it asks asks the
+//! segments before that one again.
+//!
 //! Must never: answer a lookup with a before-image of a change at or below the reader's
 //! sequence, or miss one above it that was recorded before the reader saw its change;
 //! answer from a dropped segment.
@@ -291,36 +302,38 @@ impl std::fmt::Debug for View {
 }
 
 impl View {
+    /// The segments from the view's first on that may hold a change after `sequence` (those
+    /// sealed above it, and the current one), oldest first.
+    fn after(&self, sequence: u64) -> impl Iterator<Item = &Arc<Segment>> {
+        std::iter::successors(Some(&self.first), |segment| segment.next.get())
+            .filter(move |segment| segment.sealed_at.load(Ordering::Acquire) > sequence)
+    }
+
     /// What `key` held at `sequence`, if a change after it was recorded; `Ok(None)` when
     /// none was, so that what the page holds now is what it held then.
     pub fn before(&self, key: &[u8], sequence: u64) -> Result<Option<Before>, TooOld> {
         let wanted = u64::MAX - sequence - 1;
-        let mut segment = &self.first;
-        loop {
-            if segment.sealed_at.load(Ordering::Acquire) <= sequence {
-                // Every change it holds is at or below the sequence: nothing to look at.
-                match segment.next.get() {
-                    Some(next) => segment = next,
-                    None => return Ok(None),
-                }
-                continue;
-            }
-            let found = match &*segment.before.load() {
-                Some(memtable) => memtable.get(key, wanted),
-                None => return Err(TooOld),
-            };
-            if segment.dropped.load(Ordering::Acquire) {
-                return Err(TooOld);
-            }
-            if let Some(found) = found {
-                assert!(u64::MAX - found.sequence > sequence, "a change at or below the snapshot");
-                return Ok(Some(decode(found.value)));
-            }
-            match segment.next.get() {
-                Some(next) => segment = next,
-                None => return Ok(None),
+        // The oldest segment's answer, unless a writer's record into it was still on its way
+        // (see `Race` in the module header): a change found in a later segment means every
+        // earlier change of the key was recorded before it, so the segments before that one
+        // are asked again, and the oldest that answers now wins.
+        let mut found_in = None;
+        for segment in self.after(sequence) {
+            if let Some(found) = segment.get(key, wanted)? {
+                found_in = Some((segment, found));
+                break;
             }
         }
+        let Some((found_at, mut found)) = found_in else { return Ok(None) };
+        for segment in self.after(sequence).take_while(|s| !Arc::ptr_eq(s, found_at)) {
+            if let Some(earlier) = segment.get(key, wanted)? {
+                found = earlier;
+                break;
+            }
+        }
+        let changed = u64::MAX - found.sequence;
+        assert!(changed > sequence, "a change at or below the snapshot");
+        Ok(Some(decode(found.value)))
     }
 
     /// For every key from `start` (inclusive) to `end` (exclusive; `None`: no end) with a
@@ -333,34 +346,51 @@ impl View {
         sequence: u64,
     ) -> Result<BTreeMap<Vec<u8>, Before>, TooOld> {
         let wanted = u64::MAX - sequence - 1;
+        // Newest segment first, each older one overwriting (see `Race` in the module
+        // header): a key's change found in a segment was recorded after every earlier change
+        // of it, so the older segments, read later, hold those.
+        let segments: Vec<&Arc<Segment>> = self.after(sequence).collect();
         let mut out = BTreeMap::new();
-        let mut segment = &self.first;
-        loop {
-            if segment.sealed_at.load(Ordering::Acquire) <= sequence {
-                // As in `before`.
-                match segment.next.get() {
-                    Some(next) => segment = next,
-                    None => return Ok(out),
-                }
-                continue;
-            }
-            let (found, _) = match &*segment.before.load() {
-                Some(memtable) => memtable.scan_ahead(start, end, wanted, usize::MAX),
-                None => return Err(TooOld),
-            };
-            if segment.dropped.load(Ordering::Acquire) {
-                return Err(TooOld);
-            }
-            // An earlier segment holds the earlier change of a key: it wins.
-            for (key, found) in found {
+        for segment in segments.into_iter().rev() {
+            for (key, found) in segment.scan(start, end, wanted)? {
                 assert!(u64::MAX - found.sequence > sequence, "a change at or below the snapshot");
-                out.entry(key).or_insert_with(|| decode(found.value));
-            }
-            match segment.next.get() {
-                Some(next) => segment = next,
-                None => return Ok(out),
+                out.insert(key, decode(found.value));
             }
         }
+        Ok(out)
+    }
+}
+
+impl Segment {
+    /// The key's newest before-image at or below the memtable sequence `wanted`; `TooOld`
+    /// once the segment was dropped.
+    fn get(&self, key: &[u8], wanted: u64) -> Result<Option<crate::memtable::Found>, TooOld> {
+        let found = match &*self.before.load() {
+            Some(memtable) => memtable.get(key, wanted),
+            None => return Err(TooOld),
+        };
+        // Checked after the lookup: a drop during it may have cut what it saw.
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(TooOld);
+        }
+        Ok(found)
+    }
+
+    /// `get` for every key of a range.
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        wanted: u64,
+    ) -> Result<Vec<crate::memtable::Scanned>, TooOld> {
+        let (found, _) = match &*self.before.load() {
+            Some(memtable) => memtable.scan_ahead(start, end, wanted, usize::MAX),
+            None => return Err(TooOld),
+        };
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(TooOld);
+        }
+        Ok(found)
     }
 }
 

@@ -294,7 +294,7 @@ fn groups_copied_while_pages_split_leave_the_tree_on_disk_whole() {
     drop(pool.create(ROOT, &encode_leaf(&[], 0, 0, PAGE)).expect("root"));
     let (writer, ids) = (Writer::new(), Ids(AtomicU64::new(ROOT + 1)));
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let rounds = AtomicU64::new(0);
+    let (rounds, written) = (AtomicU64::new(0), AtomicU64::new(0));
     let (mut total, mut checks, mut writes_back) = (Written::default(), 0u64, 0u64);
     std::thread::scope(|scope| {
         let writing = scope.spawn(|| {
@@ -309,11 +309,19 @@ fn groups_copied_while_pages_split_leave_the_tree_on_disk_whole() {
                 lsn += 1;
                 let key = format!("key{:08}", rng.u32(..1_000_000)).into_bytes();
                 apply(&writer, pool, &ids, &vec![(key, Some(vec![b'v'; rng.usize(8..40)]))], lsn);
+                written.store(lsn, Ordering::Relaxed);
             }
             stop.store(true, Ordering::Relaxed);
             lsn
         });
         while !stop.load(Ordering::Relaxed) {
+            // Paced too: each write-back starts once the writer made half of its round's
+            // batches, so that a write-back never runs idle while the writer waits for a
+            // core (CI's two are shared with other tests), and the rest land during it.
+            let due = 20 * rounds.load(Ordering::Relaxed) + 10;
+            while written.load(Ordering::Relaxed) < due && !stop.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
             let mut check = |part: Part<'_>| {
                 if !matches!(part, Part::End { .. }) {
                     return Vec::new();

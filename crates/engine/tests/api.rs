@@ -149,6 +149,53 @@ fn rev_composes_with_every_iterator() {
     assert_eq!(db.range(..).last().transpose().expect("last"), all.last().cloned());
 }
 
+/// `limit(n)` hands out the first n entries of the iterator's order, counted over both
+/// ends together, whatever the ends' rhythm, and composes with `rev`, bounds, seeks and a
+/// second `limit`.
+#[test]
+fn limit_hands_out_at_most_its_count_from_both_ends() {
+    let storage = Storage::Sim(SimFs::new());
+    let db = open(&storage);
+    let model = tree_and_memtable(&db);
+    let all: Vec<Entry> = model.into_iter().collect();
+    let mut back = all.clone();
+    back.reverse();
+    for n in [0, 1, 3, 4, 5, 13, 100, all.len() - 1, all.len(), all.len() + 5] {
+        let first = &all[..n.min(all.len())];
+        assert_eq!(entries(db.range(..).limit(n)), first, "forward, limit {n}");
+        assert_eq!(entries(db.range_back(..).limit(n)), &back[..n.min(all.len())], "back {n}");
+        assert_eq!(entries(db.range(..).limit(n + 7).limit(n)), first, "the smaller limit");
+        let mut reversed: Vec<Entry> = entries(db.range(..).limit(n).rev());
+        reversed.reverse();
+        assert_eq!(reversed, &all[all.len() - n.min(all.len())..], "rev, limit {n}");
+        // Both ends, alternately: n entries in all, the front's a prefix, the back's a
+        // suffix.
+        let mut iter = db.range(..).limit(n);
+        let (mut front, mut end) = (Vec::new(), Vec::new());
+        loop {
+            let a = iter.next().map(|e| e.expect("next"));
+            let b = iter.next_back().map(|e| e.expect("next_back"));
+            if a.is_none() && b.is_none() {
+                break;
+            }
+            front.extend(a);
+            end.extend(b);
+        }
+        assert_eq!(front.len() + end.len(), n.min(all.len()), "both ends, limit {n}");
+        assert_eq!(front, &all[..front.len()]);
+        end.reverse();
+        assert_eq!(end, &all[all.len() - end.len()..]);
+    }
+    // Bounds and a seek: the limit counts what was handed out, before the seek too.
+    let (low, high) = (key(100), key(200));
+    let want: Vec<Entry> = all.iter().filter(|(k, _)| *k >= low && *k < high).cloned().collect();
+    assert_eq!(entries(db.range(low.as_slice()..high.as_slice()).limit(9)), &want[..9]);
+    let mut iter = db.range(low.as_slice()..high.as_slice()).limit(5);
+    assert_eq!(iter.next().transpose().expect("next"), Some(want[0].clone()));
+    iter.seek(&want[20].0);
+    assert_eq!(entries(iter), &want[20..24], "four left after one and a seek");
+}
+
 /// `seek` moves the end `next` takes from, within the original bounds, back or forth, and
 /// never to what the other end returned.
 #[test]

@@ -89,7 +89,9 @@ impl Store for TierkvStore {
 
     fn scan(&self, from: &[u8], count: usize) -> Result<usize, String> {
         let mut read = 0;
-        for entry in self.db.range(from..).take(count) {
+        // The scan says how many it wants, so the iterator reads no leaf entry past them,
+        // as the peers' cursors, stepped `count` times, do not.
+        for entry in self.db.range(from..).limit(count) {
             // tierkv's iterator returns owned copies already: they are the materialised record.
             std::hint::black_box(entry.map_err(|e| e.to_string())?);
             read += 1;

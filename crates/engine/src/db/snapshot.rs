@@ -387,6 +387,9 @@ pub struct Iter {
     back_leaf: Leaf,
     /// An error ended the iteration.
     failed: bool,
+    /// How many more entries it may hand out (`limit`); `None`: no limit. Refills read no
+    /// more than this ahead.
+    remaining: Option<usize>,
 }
 
 /// An end of an `Iter`: the front takes keys ascending, the back descending.
@@ -415,7 +418,33 @@ impl Iter {
             front_leaf: Leaf::new(),
             back_leaf: Leaf::new(),
             failed: false,
+            remaining: None,
         }
+    }
+
+    /// The iterator, handing out at most `count` more entries (from either end, together),
+    /// and reading no further ahead in the tree than that: a scan that wants `count`
+    /// entries says so, and copies no leaf entry it will not return (without it, each
+    /// refill reads up to a leaf's worth, so the last one reads past what such a scan
+    /// takes). `Iterator::take` gives the same entries but cannot tell the iterator.
+    ///
+    /// ```
+    /// # fn main() -> tierkv::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("a temporary directory");
+    /// # let db = tierkv::Db::open(dir.path(), tierkv::Options::default())?;
+    /// for key in ["a", "b", "c", "d"] {
+    ///     db.put(key, "")?;
+    /// }
+    /// let keys = db.range("b"..).limit(2).map(|entry| entry.map(|(key, _)| key));
+    /// assert_eq!(keys.collect::<Result<Vec<_>, _>>()?, [b"b", b"c"]);
+    /// assert_eq!(db.range_back(..).limit(1).count(), 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn limit(mut self, count: usize) -> Iter {
+        self.remaining = Some(self.remaining.map_or(count, |left| left.min(count)));
+        self
     }
 
     /// Moves the end that `next` takes from to `key`, within the bounds the iterator was
@@ -516,6 +545,18 @@ impl Iter {
     /// reference): from its own buffer, refilled from what is left, and once nothing is,
     /// from its side of the one buffer the ends share.
     fn take(&mut self, end: End) -> Option<Result<(Vec<u8>, Held)>> {
+        if self.remaining == Some(0) {
+            return None;
+        }
+        let taken = self.take_unlimited(end);
+        if let (Some(Ok(_)), Some(left)) = (&taken, self.remaining.as_mut()) {
+            *left -= 1;
+        }
+        taken
+    }
+
+    /// `take`, the limit aside.
+    fn take_unlimited(&mut self, end: End) -> Option<Result<(Vec<u8>, Held)>> {
         if self.failed {
             return None;
         }
@@ -550,7 +591,7 @@ impl Iter {
                 return Some(Err(self.fail(error)));
             }
             if self.exhausted {
-                return self.take(end);
+                return self.take_unlimited(end);
             }
         }
     }
@@ -592,8 +633,9 @@ impl Iter {
             End::Front => (&mut self.front_chunk, &mut self.front, &mut self.front_leaf),
             End::Back => (&mut self.back_chunk, &mut self.back, &mut self.back_leaf),
         };
-        let chunk = *chunk_next;
-        *chunk_next = (chunk * 2).min(ITER_CHUNK_MAX);
+        // No further ahead than the limit lets it hand out (at least one: a refill reads).
+        let chunk = self.remaining.map_or(*chunk_next, |left| (*chunk_next).min(left.max(1)));
+        *chunk_next = (*chunk_next * 2).min(ITER_CHUNK_MAX);
         let loaded_before = buffer.len();
         let view = snapshot.view();
         let (low, high) = (self.low.as_slice(), self.high.as_deref());

@@ -705,11 +705,12 @@ fn snapshot_lookups_see_their_sequence_while_pages_change_in_place() {
     let visible = AtomicU64::new(0);
     type Change = (Vec<u8>, Option<Vec<u8>>);
     let history: Mutex<Vec<Change>> = Mutex::new(vec![(Vec::new(), None)]);
-    let done = AtomicU64::new(0);
+    let (done, made) = (AtomicU64::new(0), AtomicU64::new(0));
     let reads = std::thread::scope(|scope| {
         let readers: Vec<_> = (0..2u64)
             .map(|seed| {
                 let (pool, published, visible, done) = (&pool, &published, &visible, &done);
+                let made = &made;
                 scope.spawn(move || {
                     let mut rng = fastrand::Rng::with_seed(seed);
                     let mut reads = Vec::new();
@@ -739,6 +740,7 @@ fn snapshot_lookups_see_their_sequence_while_pages_change_in_place() {
                             (now, false)
                         };
                         reads.push((key, sequence, got, undone));
+                        made.fetch_add(1, Ordering::Release);
                     }
                     reads
                 })
@@ -746,6 +748,11 @@ fn snapshot_lookups_see_their_sequence_while_pages_change_in_place() {
             .collect();
         let mut rng = fastrand::Rng::with_seed(77);
         for lsn in 1..=30_000u64 {
+            // Paced: a read for every 16 writes at least, so that starved readers (CI's two
+            // cores are shared with other tests) still read while the pages change.
+            while made.load(Ordering::Acquire) < lsn / 16 {
+                std::thread::yield_now();
+            }
             let key = format!("p{:03}", rng.u32(..400)).into_bytes();
             let value = (rng.u8(..4) > 0).then(|| {
                 let mut value = key.clone();

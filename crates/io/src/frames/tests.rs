@@ -230,6 +230,11 @@ fn validated_reads_never_see_a_torn_page_under_writers_loaders_and_eviction() {
             Err(Restart) => restarts += 1,
         }
     }
+    // The workers run a while whatever share of the cores they got (on CI's two, shared
+    // with other tests, the reads could end before a worker ran).
+    while stamp.load(Ordering::Relaxed) < 1_000 {
+        std::thread::yield_now();
+    }
     stop.store(true, Ordering::Relaxed);
     let changes: u64 = threads.into_iter().map(|t| t.join().expect("worker")).sum();
     assert_eq!(validated, READS, "too few reads validated ({restarts} restarts)");

@@ -119,6 +119,12 @@ fn a_snapshot_older_than_the_limit_allows_is_refused() {
     assert_eq!(last.before(&1u64.to_be_bytes(), 2000), Ok(None));
 }
 
+/// What `key` held at `sequence` by `history` (change `n` at index `n`; index 0 unused).
+fn value_at(history: &[(Vec<u8>, Option<Bytes>)], key: &[u8], sequence: u64) -> Option<Bytes> {
+    let changes = &history[1..=sequence as usize];
+    changes.iter().rev().find(|(k, _)| k == key).and_then(|(_, value)| value.clone())
+}
+
 /// A writer changes a page in place under its lock (recording first) and publishes each
 /// change; readers take a view and then the visible sequence, read the page, and ask the
 /// view when the page's LSN is above their sequence. Every read is checked afterwards
@@ -184,12 +190,7 @@ fn concurrent_readers_see_their_snapshot_while_a_writer_changes_the_page() {
     let history = lock(&history);
     let mut undone = 0;
     for (key, sequence, got, before) in &reads {
-        let expected = history[1..=*sequence as usize]
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .and_then(|(_, value)| value.clone());
-        assert_eq!(got, &expected, "key {key:?} at {sequence}");
+        assert_eq!(got, &value_at(&history, key, *sequence), "key {key:?} at {sequence}");
         undone += usize::from(*before);
     }
     // Reads that raced a change and took its before-image: the path this test is for.
@@ -230,14 +231,16 @@ fn lookups_racing_records_across_rotations_see_their_sequence() {
     let visible = AtomicU64::new(0);
     let published = ArcSwap::from_pointee(undo.view());
     let history: Mutex<Vec<(Vec<u8>, Option<Bytes>)>> = Mutex::new(vec![(Vec::new(), None)]);
+    let made = AtomicU64::new(0);
     let reads = std::thread::scope(|scope| {
         let readers: Vec<_> = (0..2u64)
             .map(|seed| {
-                let (page, visible, published) = (&page, &visible, &published);
+                let (page, visible, published, made) = (&page, &visible, &published, &made);
                 scope.spawn(move || {
                     let mut rng = fastrand::Rng::with_seed(seed);
                     let mut reads = Vec::new();
                     while visible.load(Ordering::Acquire) < CHANGES {
+                        made.fetch_add(1, Ordering::Release);
                         let view = published.load_full();
                         let sequence = visible.load(Ordering::Acquire);
                         let (now, lsn) = {
@@ -267,6 +270,11 @@ fn lookups_racing_records_across_rotations_see_their_sequence() {
             })
             .collect();
         for sequence in 1..=CHANGES {
+            // Paced: a reader's try for every 32 changes at least, so that starved readers
+            // (CI's two cores are shared with other tests) still race the writer.
+            while made.load(Ordering::Acquire) < sequence / 32 {
+                std::thread::yield_now();
+            }
             let key = vec![(sequence % 2) as u8];
             let value = Some(Bytes::from(sequence.to_le_bytes().to_vec()));
             {
@@ -288,12 +296,7 @@ fn lookups_racing_records_across_rotations_see_their_sequence() {
     });
     let history = lock(&history);
     for (key, sequence, got) in &reads {
-        let expected = history[1..=*sequence as usize]
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .and_then(|(_, value)| value.clone());
-        assert_eq!(got, &expected, "key {key:?} at {sequence}");
+        assert_eq!(got, &value_at(&history, key, *sequence), "key {key:?} at {sequence}");
     }
     assert!(reads.len() > 1000, "only {} reads", reads.len());
 }

@@ -16,8 +16,15 @@ use crate::{Lsn, RecordType};
 /// Magic bytes at the start of every segment.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"TKVWAL\0\x01";
 
-/// Version of the segment and record format.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the segment and record format this build writes: 2 added recycled segments
+/// (the header's flags and stale bound). Version 1 segments, never recycled, are read too.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest segment format this build reads.
+const OLDEST_READ_VERSION: u32 = 1;
+
+/// Header flag: the segment's file held an earlier segment (see `SegmentHeader::recycled`).
+const FLAG_RECYCLED: u8 = 1;
 
 /// Bytes of the segment header block; records start here, page-aligned.
 pub const RECORDS_START: u64 = 4096;
@@ -103,6 +110,11 @@ pub struct SegmentHeader {
     pub capacity: u64,
     /// The backend that writes it.
     pub backend: Backend,
+    /// `Some(bound)` for a recycled segment: its file held segments truncated earlier, so
+    /// its record space may hold their records (stale ones), every one with an LSN below
+    /// `bound`; every record it takes as this segment has an LSN at or above it. `None`:
+    /// the record space was zero-filled.
+    pub recycled: Option<Lsn>,
 }
 
 impl SegmentHeader {
@@ -115,6 +127,10 @@ impl SegmentHeader {
         block[16..24].copy_from_slice(&self.number.to_le_bytes());
         block[24..32].copy_from_slice(&self.capacity.to_le_bytes());
         block[32] = self.backend.code();
+        if let Some(bound) = self.recycled {
+            block[33] = FLAG_RECYCLED;
+            block[40..48].copy_from_slice(&bound.get().to_le_bytes());
+        }
         let crc = tierkv_io::crc32c(&block[..HEADER_CRC_OFFSET]);
         block[HEADER_CRC_OFFSET..HEADER_FIELDS_BYTES].copy_from_slice(&crc.to_le_bytes());
         let commit = COMMIT_WORD_OFFSET as usize;
@@ -139,17 +155,31 @@ impl SegmentHeader {
             return Err(format!("header checksum {stored:#010x} != computed {computed:#010x}"));
         }
         let version = u32::from_le_bytes(le4(&bytes[8..]));
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(format!(
-                "format version {version}; this build reads version {FORMAT_VERSION}"
+                "format version {version}; this build reads versions \
+                 {OLDEST_READ_VERSION} to {FORMAT_VERSION}"
             ));
         }
         let backend = Backend::from_code(bytes[32])
             .ok_or_else(|| format!("unknown backend code {}", bytes[32]))?;
+        let flags = bytes[33];
+        let bound = u64::from_le_bytes(le8(&bytes[40..]));
+        let recycled = match (flags, version) {
+            (0, _) if bound == 0 => None,
+            (FLAG_RECYCLED, 2..) if bound > 0 && backend == Backend::File => Some(Lsn(bound)),
+            _ => {
+                return Err(format!(
+                    "flags {flags:#04x} with stale bound {bound} in a version {version} \
+                     {backend} segment"
+                ))
+            }
+        };
         Ok(SegmentHeader {
             number: u64::from_le_bytes(le8(&bytes[16..])),
             capacity: u64::from_le_bytes(le8(&bytes[24..])),
             backend,
+            recycled,
         })
     }
 }
@@ -271,6 +301,18 @@ pub fn prepare_file_name(number: u64) -> String {
     format!("{number:016x}.wal.prepare")
 }
 
+/// The name a segment's file takes once `truncate_below` has let go of it, until a
+/// preparation recycles it (or recovery removes it).
+pub fn free_file_name(number: u64) -> String {
+    format!("{number:016x}.wal.free")
+}
+
+/// True for names `free_file_name` gives.
+pub fn is_free_file_name(name: &str) -> bool {
+    name.strip_suffix(".wal.free")
+        .is_some_and(|stem| parse_segment_file_name(&format!("{stem}.wal")).is_some())
+}
+
 /// True for names of segments left half-prepared by a crash.
 pub fn is_prepare_file_name(name: &str) -> bool {
     name.strip_suffix(".wal.prepare")
@@ -336,10 +378,30 @@ mod tests {
 
     #[test]
     fn segment_headers_round_trip_and_reject_damage() {
-        let header = SegmentHeader { number: 0x1234, capacity: 1 << 26, backend: Backend::Pmem };
+        let header = SegmentHeader {
+            number: 0x1234,
+            capacity: 1 << 26,
+            backend: Backend::Pmem,
+            recycled: None,
+        };
+        let recycled = SegmentHeader { backend: Backend::File, recycled: Some(Lsn(77)), ..header };
+        assert_eq!(SegmentHeader::decode(&recycled.encode()), Ok(recycled));
+        let mut pmem_recycled = recycled;
+        pmem_recycled.backend = Backend::Pmem;
+        assert!(SegmentHeader::decode(&pmem_recycled.encode()).is_err(), "pmem never recycles");
         let block = header.encode();
         assert_eq!(block.len() as u64, RECORDS_START);
         assert_eq!(SegmentHeader::decode(&block), Ok(header));
+        // A version 1 header (no flags) still reads; one with the recycled flag does not.
+        let version_1 = |block: &[u8]| {
+            let mut old = block.to_vec();
+            old[8..12].copy_from_slice(&1u32.to_le_bytes());
+            let crc = tierkv_io::crc32c(&old[..HEADER_CRC_OFFSET]);
+            old[HEADER_CRC_OFFSET..HEADER_FIELDS_BYTES].copy_from_slice(&crc.to_le_bytes());
+            old
+        };
+        assert_eq!(SegmentHeader::decode(&version_1(&block)), Ok(header));
+        assert!(SegmentHeader::decode(&version_1(&recycled.encode())).is_err());
         let commit = COMMIT_WORD_OFFSET as usize;
         assert_eq!(u64::from_le_bytes(le8(&block[commit..])), RECORDS_START);
         for byte in 0..HEADER_CRC_OFFSET + 4 {
@@ -358,5 +420,8 @@ mod tests {
         assert_eq!(parse_segment_file_name("00000000000000ab.wal.prepare"), None);
         assert!(is_prepare_file_name(&prepare_file_name(3)));
         assert!(!is_prepare_file_name("LOCK"));
+        assert!(is_free_file_name(&free_file_name(3)));
+        assert!(!is_free_file_name(&prepare_file_name(3)));
+        assert_eq!(parse_segment_file_name(&free_file_name(3)), None);
     }
 }

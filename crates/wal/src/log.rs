@@ -103,6 +103,9 @@ const KEPT_BUFFER_BYTES: usize = 1 << 20;
 /// The most a segment grows over the one installed before it is prepared (see `install`).
 const GROWTH: u64 = 4;
 
+/// Files of truncated segments kept for recycling (file backend); more are deleted.
+const KEPT_FREE: usize = PREPARED_AHEAD + 2;
+
 /// Segments kept prepared ahead of the active one. With one, appends waited for the
 /// preparer whenever its fsync of a zeroed 64 MiB segment took longer than appends took to
 /// fill the active one: in a YCSB load beside the block store's write-back that fsync took
@@ -174,6 +177,14 @@ struct CommitChain {
     waiters: usize,
 }
 
+/// A truncated segment's file, free for recycling.
+struct FreeFile {
+    path: PathBuf,
+    capacity: u64,
+    /// The highest LSN it may hold records of (`None`: it held none).
+    last_lsn: Option<Lsn>,
+}
+
 struct LiveSegment {
     segment: Arc<Segment>,
     first_lsn: Option<Lsn>,
@@ -213,6 +224,9 @@ struct State {
     last_number: u64,
     /// The preparer is at work.
     preparing: bool,
+    /// file: files of segments `truncate_below` let go of (`.wal.free`), most recent last,
+    /// for the preparer to recycle (at most `KEPT_FREE`).
+    free: Vec<FreeFile>,
     /// Capacity the next preparation needs at least (0: nothing asked).
     want_capacity: u64,
     /// When the active segment took its first record, or was installed: how fast it fills
@@ -311,6 +325,7 @@ impl Wal {
             prepared: VecDeque::new(),
             last_number,
             preparing: false,
+            free: Vec::new(),
             want_capacity: options.sizing().min_bytes,
             active_since: Instant::now(),
             prepare_error: None,
@@ -488,10 +503,12 @@ impl Wal {
 
     /// Deletes the segments whose records all have LSNs below `lsn` (for example, once a
     /// checkpoint has made them unneeded). The active segment, and the last segment holding a
-    /// record, are never deleted. Returns how many segments were deleted.
+    /// record, are never deleted. Returns how many segments were deleted. On the file
+    /// backend, up to `KEPT_FREE` of them are renamed `.wal.free` instead, for the preparer
+    /// to recycle rather than zero-fill a new file (`Segment::recycle`).
     pub fn truncate_below(&self, lsn: Lsn) -> Result<usize, WalError> {
         let shared = &*self.shared;
-        let victims: Vec<Arc<Segment>> = {
+        let victims: Vec<LiveSegment> = {
             let mut state = shared.lock();
             shared.check_open(&state)?;
             let mut count = 0;
@@ -500,17 +517,42 @@ impl Wal {
             {
                 count += 1;
             }
-            let victims: Vec<_> = state.segments.drain(..count).map(|live| live.segment).collect();
-            state
-                .unsynced_sealed
-                .retain(|(segment, _)| !victims.iter().any(|v| Arc::ptr_eq(v, segment)));
+            let victims: Vec<_> = state.segments.drain(..count).collect();
+            state.unsynced_sealed.retain(|(segment, _)| {
+                !victims.iter().any(|victim| Arc::ptr_eq(&victim.segment, segment))
+            });
             victims
         };
-        for segment in &victims {
+        for victim in &victims {
+            let segment = &victim.segment;
             // CRASH: oldest first, each made durable before the next, so the segments left
-            // always form the tail of the chain.
-            shared.storage.remove_file(&segment.path)?;
-            shared.storage.sync_dir(&shared.dir)?;
+            // always form the tail of the chain. A `.wal.free` name is no segment's: recovery
+            // removes it as it would find a deleted file gone.
+            if shared.options.backend == Backend::File {
+                let free = shared.dir.join(format::free_file_name(segment.number));
+                shared.storage.rename(&segment.path, &free)?;
+                shared.storage.sync_dir(&shared.dir)?;
+                let surplus = {
+                    let mut state = shared.lock();
+                    state.free.push(FreeFile {
+                        path: free,
+                        capacity: segment.capacity,
+                        last_lsn: victim.last_lsn,
+                    });
+                    shared.work.notify_all();
+                    // The smallest beyond `KEPT_FREE` goes: segments grow to the write rate,
+                    // and a file smaller than the preparer asks for is never taken.
+                    let smallest = (0..state.free.len()).min_by_key(|&at| state.free[at].capacity);
+                    let over = state.free.len() > KEPT_FREE;
+                    smallest.filter(|_| over).map(|at| state.free.remove(at))
+                };
+                if let Some(surplus) = surplus {
+                    shared.storage.remove_file(&surplus.path)?;
+                }
+            } else {
+                shared.storage.remove_file(&segment.path)?;
+                shared.storage.sync_dir(&shared.dir)?;
+            }
             Counters::add(&shared.counters.segments_removed, 1);
         }
         Ok(victims.len())
@@ -1122,9 +1164,44 @@ impl Shared {
             let capacity = asked.next_multiple_of(4096).max(self.options.sizing().min_bytes);
             state.want_capacity = 0;
             state.preparing = true;
+            // The most recently freed file at least as large, if there is one; smaller ones
+            // go (sizes follow the write rate, so they are seldom wanted again).
+            let (mut recycle, mut small) = (None, Vec::new());
+            while let Some(free) = state.free.pop() {
+                if free.capacity >= capacity {
+                    recycle = Some(free);
+                    break;
+                }
+                small.push(free.path);
+            }
+            // Every record a free file holds was reserved before now: below the next LSN.
+            let stale_bound = state.next_lsn;
+            assert!(recycle
+                .as_ref()
+                .and_then(|free| free.last_lsn)
+                .is_none_or(|last| last < stale_bound));
             drop(state);
-            let result =
-                Segment::prepare(&self.storage, &self.dir, &self.options, number, capacity);
+            for path in small {
+                // Best effort: a file left behind is removed at the next open.
+                let _ = self.storage.remove_file(&path);
+            }
+            let result = match &recycle {
+                Some(free) => {
+                    let recycled = Segment::recycle(
+                        &self.storage,
+                        &self.dir,
+                        &self.options,
+                        &free.path,
+                        number,
+                        stale_bound,
+                    );
+                    if recycled.is_ok() {
+                        Counters::add(&self.counters.segments_recycled, 1);
+                    }
+                    recycled
+                }
+                None => Segment::prepare(&self.storage, &self.dir, &self.options, number, capacity),
+            };
             state = self.lock();
             state.preparing = false;
             match result {

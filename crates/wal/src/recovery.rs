@@ -16,6 +16,13 @@
 //!    durable with a directory sync) before any new record is written.
 //! 3. A stop is never silent: the report gives the file, offset and reason, and the LSN range
 //!    and bytes discarded.
+//! 4. A recycled segment (`Segment::recycle`) may hold an earlier segment's records, all
+//!    below its header's stale bound, after its own: they never continue the chain (their
+//!    LSNs are below the expected one), and they are not discarded bytes. What counts as
+//!    discarded there, and is zeroed, is every record of its own past the stop (an LSN at
+//!    or above the bound, checksum matching; see `tail_after` for torn ones). A recycled
+//!    segment that recovered no record is removed, so that
+//!    the records the log takes next (from any LSN) never go below its bound.
 //!
 //! Must never: allocate by an unchecked length (lengths are checked against the segment first),
 //! or read past a segment's end.
@@ -76,6 +83,8 @@ pub struct RecoveryReport {
     pub removed_segments: Vec<PathBuf>,
     /// Leftover `.prepare` files of an interrupted segment preparation, deleted.
     pub removed_prepare_files: usize,
+    /// Files of truncated segments kept for recycling (`.wal.free`), deleted.
+    pub removed_free_files: usize,
     /// Time the scan and repair took.
     pub elapsed: Duration,
     /// Where the log ends: its last segment and the offset the next record goes at.
@@ -144,11 +153,16 @@ pub(crate) fn recover(
             // CRASH: an interrupted preparation; the segment never took a record.
             storage.remove_file(dir.join(&name))?;
             report.removed_prepare_files += 1;
+        } else if format::is_free_file_name(&name) && mode == Mode::Repair {
+            // A truncated segment's file kept for recycling: no segment's, and the log
+            // recycles only files it freed itself (it knows their LSNs are below its own).
+            storage.remove_file(dir.join(&name))?;
+            report.removed_free_files += 1;
         } else if let Some(number) = format::parse_segment_file_name(&name) {
             numbers.push(number);
         }
     }
-    if report.removed_prepare_files > 0 {
+    if report.removed_prepare_files + report.removed_free_files > 0 {
         storage.sync_dir(dir)?;
     }
     numbers.sort_unstable();
@@ -191,6 +205,19 @@ pub(crate) fn recover(
             break;
         }
     }
+    // A recycled segment with no record of its own goes (invariant 4). Only the first
+    // segment scanned can be live and empty, so every live one is then empty.
+    let mut later: Vec<Segment> = remaining.collect();
+    if mode == Mode::Repair
+        && live.last().is_some_and(|(segment, first)| segment.recycled.is_some() && first.is_none())
+    {
+        assert!(live.iter().all(|(_, first)| first.is_none()), "an empty segment after records");
+        assert_eq!(report.records, 0);
+        let emptied: Vec<Segment> = live.drain(..).map(|(segment, _)| segment).collect();
+        later.splice(0..0, emptied);
+        stop_offset = RECORDS_START;
+        stopped = None;
+    }
     let last_lsn = scanner.expected.map_or(Lsn::ZERO, |next| Lsn(next.0 - 1));
     if report.records > 0 {
         let first = live.iter().find_map(|(_, first)| *first).unwrap_or(last_lsn);
@@ -201,7 +228,11 @@ pub(crate) fn recover(
         // Nothing is repaired, so nothing past the stop point is counted either: a reader
         // only needs to know where the records end.
         if let (Some((segment, _)), Some(reason)) = (live.last(), &stopped) {
-            if reason != Invalid::Empty.describe() {
+            let stale = match segment.recycled {
+                Some(bound) => tail_after(segment, stop_offset, bound)?.0 == 0,
+                None => false,
+            };
+            if reason != Invalid::Empty.describe() && !stale {
                 report.stop = Some(StopPoint {
                     file: segment.path.clone(),
                     offset: stop_offset,
@@ -217,9 +248,11 @@ pub(crate) fn recover(
     // Everything after the stop point goes: later segments first (newest first), then the
     // tail of the stopping segment.
     let mut found_past_stop: Option<Lsn> = None;
-    let later: Vec<Segment> = remaining.collect();
     for segment in later.into_iter().rev() {
-        let (bytes, highest) = nonzero_tail(&segment, RECORDS_START)?;
+        let (bytes, highest) = match segment.recycled {
+            Some(bound) => tail_after(&segment, RECORDS_START, bound)?,
+            None => nonzero_tail(&segment, RECORDS_START)?,
+        };
         report.discarded_bytes += bytes;
         found_past_stop = found_past_stop.max(highest);
         let path = segment.path.clone();
@@ -230,14 +263,18 @@ pub(crate) fn recover(
         report.removed_segments.push(path);
     }
     if let Some((segment, _)) = live.last() {
-        let (bytes, highest) = nonzero_tail(segment, stop_offset)?;
+        let (bytes, highest) = match segment.recycled {
+            Some(bound) => tail_after(segment, stop_offset, bound)?,
+            None => nonzero_tail(segment, stop_offset)?,
+        };
         report.discarded_bytes += bytes;
         found_past_stop = found_past_stop.max(highest);
         if bytes > 0 || options.backend == Backend::Pmem {
             repair_tail(segment, options.backend, stop_offset, bytes)?;
         }
-        if bytes > 0 || stopped.as_deref().is_some_and(|reason| reason != Invalid::Empty.describe())
-        {
+        // Past a recycled segment's own records lie an earlier segment's: no stop to report.
+        let invalid = stopped.as_deref().is_some_and(|reason| reason != Invalid::Empty.describe());
+        if bytes > 0 || (invalid && segment.recycled.is_none()) {
             report.stop = Some(StopPoint {
                 file: segment.path.clone(),
                 offset: stop_offset,
@@ -328,10 +365,9 @@ impl Scanner {
         while offset < limit {
             let room = limit - offset;
             if room < RECORD_HEADER_BYTES as u64 {
-                return Ok(SegmentEnd {
-                    offset,
-                    invalid: Some(Invalid::BadLength.describe().into()),
-                });
+                // No record starts where no header fits (appends never reserve one there): the
+                // segment's end, not an invalid record (a clean reopen reported a stop here).
+                return Ok(SegmentEnd { offset, invalid: None });
             }
             header_bytes.copy_from_slice(self.bytes(segment, offset, RECORD_HEADER_BYTES)?);
             let header = match format::decode_header(&header_bytes, room) {
@@ -438,6 +474,55 @@ fn nonzero_tail(segment: &Segment, from: u64) -> Result<(u64, Option<Lsn>), WalE
         }
     }
     Ok((last_nonzero_end - from, highest))
+}
+
+/// The bytes from `from` to the end of a recycled segment whose stale bound is `bound`
+/// that hold records of its own (invariant 4): up to the end of the last record found
+/// there with an LSN from `bound` on and a matching checksum, and the highest such LSN.
+/// Every 8-byte aligned offset is tried, since the segment's own records past a torn one
+/// need not follow a readable chain. A record of its own that a crash tore is left: its
+/// checksum fails now and stays failing (later records overwrite it whole or not at all;
+/// nothing else writes there), so no chain ever takes it, and it is not counted (counting
+/// headers without their checksums counted stale bytes and the zeros of a repair beside
+/// them as records).
+fn tail_after(segment: &Segment, from: u64, bound: Lsn) -> Result<(u64, Option<Lsn>), WalError> {
+    assert!(segment.recycled == Some(bound), "only a recycled segment has a stale bound");
+    assert!(from >= RECORDS_START && from.is_multiple_of(RECORD_ALIGN));
+    // Its own LSNs lie within this of the bound: a stale payload's bytes that decode as a
+    // header (type, zero reserved bytes, a length that fits) almost never also land here.
+    const OWN_LSN_SPAN: u64 = 1 << 40;
+    let mut window = vec![0u8; SCAN_WINDOW_BYTES + RECORD_HEADER_BYTES];
+    let mut payload = Vec::new();
+    let mut end = from;
+    let mut highest = None;
+    let mut at = from;
+    while at + RECORD_HEADER_BYTES as u64 <= segment.capacity {
+        let len = (segment.capacity - at).min(window.len() as u64) as usize;
+        segment.file.read_at(&mut window[..len], at)?;
+        // Headers that start in this window (the next window starts where they stop).
+        let starts = len.saturating_sub(RECORD_HEADER_BYTES - 1).min(SCAN_WINDOW_BYTES);
+        for step in (0..starts).step_by(RECORD_ALIGN as usize) {
+            let offset = at + step as u64;
+            let bytes = &window[step..step + RECORD_HEADER_BYTES];
+            let Ok(header) = format::decode_header(bytes, segment.capacity - offset) else {
+                continue;
+            };
+            if header.lsn < bound || header.lsn.0 - bound.0 >= OWN_LSN_SPAN {
+                continue;
+            }
+            payload.resize(header.len as usize, 0);
+            if !payload.is_empty() {
+                segment.file.read_at(&mut payload, offset + RECORD_HEADER_BYTES as u64)?;
+            }
+            if format::check_payload(bytes, &header, &payload).is_ok() {
+                end = end.max(offset + format::record_bytes(header.len as usize));
+                highest = highest.max(Some(header.lsn));
+            }
+        }
+        at += SCAN_WINDOW_BYTES as u64;
+    }
+    debug_assert!(end >= from && end <= segment.capacity);
+    Ok((end - from, highest))
 }
 
 /// Zeroes `len` bytes from `from` in the stopping segment and makes it durable; on pmem also

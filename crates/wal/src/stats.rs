@@ -23,8 +23,10 @@ pub struct WalStats {
     pub rotations: u64,
     /// Rotations that had to wait because no prepared segment was ready.
     pub rotation_waits: u64,
-    /// Segments prepared (allocated, zeroed, named and synced).
+    /// Segments prepared (allocated, zeroed, named and synced), recycled ones included.
     pub segments_prepared: u64,
+    /// Segments prepared from the file of a truncated one, with no zero-fill.
+    pub segments_recycled: u64,
     /// Segments removed by `truncate_below`.
     pub segments_removed: u64,
 }
@@ -40,6 +42,7 @@ pub(crate) struct Counters {
     pub rotations: AtomicU64,
     pub rotation_waits: AtomicU64,
     pub segments_prepared: AtomicU64,
+    pub segments_recycled: AtomicU64,
     pub segments_removed: AtomicU64,
 }
 
@@ -60,6 +63,7 @@ impl Counters {
             rotations: get(&self.rotations),
             rotation_waits: get(&self.rotation_waits),
             segments_prepared: get(&self.segments_prepared),
+            segments_recycled: get(&self.segments_recycled),
             segments_removed: get(&self.segments_removed),
         }
     }

@@ -578,3 +578,58 @@ fn the_file_backend_copies_unsynced_records_and_writes_synced_ones() {
     assert_eq!(records.len(), 4);
     assert!(records.iter().all(|(_, bytes)| *bytes == record));
 }
+
+/// Truncated segments' files come back as recycled segments (no zero-fill), and the stale
+/// records they hold past the log's own never come back: a clean reopen finds every
+/// record from the first kept one on, in order, reports no stop and discards nothing.
+#[test]
+fn truncated_segments_are_recycled_and_their_stale_records_never_come_back() {
+    let dir = tempfile::tempdir().expect("dir");
+    let options = small(Backend::File);
+    let (wal, _, _) = open_collect(&Storage::Os, dir.path(), options.clone());
+    let mut kept_from = Lsn(1);
+    let mut appended = Vec::new();
+    for round in 0..12 {
+        for sequence in 0..120 {
+            let bytes = payload(round, sequence, 900);
+            let lsn = wal.append(kind(), &bytes, Durability::Buffered).expect("append");
+            appended.push((lsn, bytes));
+        }
+        wal.sync().expect("sync");
+        // Keep the last 60 records: every segment wholly below goes.
+        kept_from = Lsn(appended.len() as u64 - 60);
+        wal.truncate_below(kept_from).expect("truncate");
+    }
+    let stats = wal.stats();
+    assert!(stats.segments_recycled >= 4, "{stats:?}");
+    assert!(stats.segments_removed >= stats.segments_recycled, "{stats:?}");
+    wal.close().expect("close");
+    drop(wal);
+    // What the preparer had not taken yet (counted once its thread stopped).
+    let free = std::fs::read_dir(dir.path())
+        .expect("list")
+        .filter(|entry| {
+            entry.as_ref().expect("entry").file_name().to_string_lossy().ends_with(".wal.free")
+        })
+        .count();
+    let (wal, records, report) = open_collect(&Storage::Os, dir.path(), options.clone());
+    assert_eq!(report.stop, None, "{report:?}");
+    assert_eq!(report.discarded_bytes, 0, "{report:?}");
+    assert_eq!(report.removed_free_files, free, "{report:?}");
+    let first = records.first().expect("records remain").0;
+    assert!(first <= kept_from, "LSN {kept_from} must survive; the first left is {first}");
+    let expected: Vec<_> = appended.iter().filter(|(lsn, _)| *lsn >= first).cloned().collect();
+    assert!(records == expected, "the records kept, in order, and nothing stale");
+    // The reopened log appends into a recycled segment, after its own records and before
+    // stale ones, and the next reopen still finds exactly its records.
+    let lsn = wal.append(kind(), b"after the reopen", Durability::Sync).expect("append");
+    assert_eq!(lsn, appended.last().expect("appended").0.next());
+    drop(wal);
+    let (_wal, again, report) = open_collect(&Storage::Os, dir.path(), options);
+    assert_eq!(again.len(), records.len() + 1);
+    assert_eq!(
+        again.last().map(|(lsn, bytes)| (*lsn, bytes.as_slice())),
+        Some((lsn, &b"after the reopen"[..]))
+    );
+    assert_eq!((report.stop, report.discarded_bytes), (None, 0));
+}

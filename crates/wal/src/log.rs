@@ -103,8 +103,12 @@ const KEPT_BUFFER_BYTES: usize = 1 << 20;
 /// The most a segment grows over the one installed before it is prepared (see `install`).
 const GROWTH: u64 = 4;
 
-/// Files of truncated segments kept for recycling (file backend); more are deleted.
-const KEPT_FREE: usize = PREPARED_AHEAD + 2;
+/// Files of truncated segments kept for recycling (file backend); more are deleted. A
+/// truncation after a checkpoint frees as many segments as the log filled since the last
+/// one (a dozen of 64 MiB in a YCSB run: with four kept, two thirds of the segments were
+/// still zero-filled), and those are what it fills before the next: kept, the log's files
+/// stay at the size they reached, and no more.
+const KEPT_FREE: usize = 64;
 
 /// Segments kept prepared ahead of the active one. With one, appends waited for the
 /// preparer whenever its fsync of a zeroed 64 MiB segment took longer than appends took to
@@ -990,6 +994,12 @@ impl Shared {
         }
         state.rounds += 1;
         state.round_target = state.round_target.max(target);
+        // Whoever leads the round (an appender, a checkpoint's `sync_to`, the flusher) lets
+        // go of the mapped pages first: a mapped dirty page that fdatasync writes back is
+        // made read-only with a TLB shootdown each, where one `madvise` clears the range
+        // (the checkpoint thread's syncs showed those shootdowns). Counted in `rounds`
+        // already, so no other round starts while this drops the lock.
+        state = self.release_written(state);
         let mut files: Vec<Arc<Segment>> =
             state.unsynced_sealed.iter().map(|(segment, _)| Arc::clone(segment)).collect();
         files.push(Arc::clone(&state.active().segment));
@@ -1237,7 +1247,9 @@ impl Shared {
             // mapping to clean. A mapped page written back is made read-only first, one
             // TLB shootdown each (an interrupt of the other cores, costly in a VM: about
             // a sixth of a 2-core YCSB load's samples when this came after the sync), where
-            // one `madvise` clears the whole range at once.
+            // one `madvise` clears the whole range at once. (A round lets go again of
+            // what was written meanwhile; here also when no round is due, for `None`
+            // appends, so that the process's resident memory does not grow with the log.)
             state = self.release_written(state);
             let pending = state.buffered > state.durable && state.written > state.durable;
             let covered = state.round_target >= state.written;

@@ -51,7 +51,11 @@ pub struct Options {
     /// `None` takes the store's (`File` for a new store).
     pub log_backend: Option<Backend>,
     /// The largest log segment: segments are preallocated and zero-filled, and sized by
-    /// the write rate from 512 KiB up to this. Default 64 MiB.
+    /// the write rate from 512 KiB up to this. Default 64 MiB. With the `File` log, the
+    /// files of segments a checkpoint made unneeded are kept (up to 64, as `.wal.free`)
+    /// and reused for the next segments instead of zero-filling new ones, so the log's
+    /// files stay at the largest size they reached since the store was opened (an open
+    /// deletes them).
     pub log_segment_bytes: u64,
     /// How pages are read: `Syscall`, `Direct` (O_DIRECT) or `Mmap`. Default `Syscall`.
     pub read_method: AccessMethod,

@@ -122,10 +122,12 @@ impl Drop for UseGuard<'_> {
 }
 
 impl ResizeGuard<'_> {
-    /// Asserts the invariant the resizer relies on: nobody is in the mapping.
+    /// Asserts what the resizer holds: the flag. Not `use_count == 0`: a user that enters
+    /// now raises the count before it sees the flag and leaves, so the count may read 1
+    /// while nobody is in the mapping (a CI run's stress test failed on exactly that; the
+    /// loom model checks the real invariant, no access to the mapping during a remap).
     pub(crate) fn assert_exclusive(&self) {
         debug_assert!(self.gate.resizing.load(Ordering::Relaxed));
-        debug_assert_eq!(self.gate.use_count.load(Ordering::SeqCst), 0);
     }
 }
 

@@ -631,7 +631,8 @@ impl Wal {
         self.shared.lock().segments.iter().map(|live| live.segment.path.clone()).collect()
     }
 
-    /// Bytes of the live segment files (each is allocated in full when prepared).
+    /// Bytes of the live segment files (each is allocated in full when prepared); the
+    /// files kept for recycling (`.wal.free`, up to `KEPT_FREE`) are not counted.
     pub fn file_bytes(&self) -> u64 {
         self.shared.lock().segments.iter().map(|live| live.segment.capacity).sum()
     }

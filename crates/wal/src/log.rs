@@ -39,6 +39,8 @@
 //!
 //! Segments are prepared by a background thread (`segment.rs`) before they are needed, two
 //! ahead; a rotation installs the first prepared one under the lock and asks for the next.
+//! On the file backend the preparer recycles the files `truncate_below` let go of
+//! (`Segment::recycle`) where one is large enough, and zero-fills a new file otherwise.
 //!
 //! Invariants:
 //! 1. LSNs are reserved in offset order within a segment, and segments in number order, so

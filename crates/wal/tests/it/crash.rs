@@ -282,15 +282,21 @@ fn pmem_backend_crash_sweep_with_cache_line_loss() {
 
 /// A recycled segment left as the log's only one with no record of its own (every
 /// segment before it truncated, its own records not yet durable at the crash) is removed
-/// at recovery: the log then starts again from LSN 1, below the segment's stale bound, and
-/// records of that size appended into it would line up with its stale ones, which a later
-/// recovery would take as the chain's next records.
+/// at recovery: the log then starts again from any LSN (1, or where `start_after` puts
+/// it), below the segment's stale bound, and records appended into it could line up with
+/// its stale ones, which a later recovery would take as the chain's next records. (With
+/// the removal left out, the reopen below returned 11 stale records after the 3 new ones.)
 #[test]
 fn a_recycled_segment_with_no_record_of_its_own_is_removed() {
     let fs = SimFs::new();
     let storage = Storage::Sim(fs.clone());
     let dir = Path::new("/wal");
-    let options = options(Backend::File);
+    // Segments of 32 KiB: room for stale records past the first 4 KiB a recycling zeroes.
+    let options = WalOptions {
+        segment_bytes: 32 << 10,
+        first_segment_bytes: 32 << 10,
+        ..WalOptions::with_backend(Backend::File)
+    };
     let (wal, _, _) = open_collect(&storage, dir, options.clone());
     // Same-sized records, so that a new chain from LSN 1 lines up with the stale ones.
     let record = |lsn: u64| {
@@ -326,17 +332,38 @@ fn a_recycled_segment_with_no_record_of_its_own_is_removed() {
     assert_eq!(wal.segment_paths(), std::slice::from_ref(&active));
     let image = fs.crash_image(fs.op_count(), CrashModel::DropAll, 1);
     drop(wal);
+    // The file's stale records: its earlier life's, 2,024 bytes each from offset 4096; the
+    // recycling zeroed the first 4 KiB of them, so the fourth (at 10,168) is whole.
+    let stale_at = 4096 + 3 * 2024;
+    let bytes = image.read_file(&active).expect("read the recycled segment");
+    let fourth =
+        Lsn(u64::from_le_bytes(bytes[stale_at + 8..stale_at + 16].try_into().expect("8 bytes")));
+    assert!(fourth > Lsn(3), "no stale record at {stale_at}");
     let storage = Storage::Sim(image);
     let (wal, records, report) = open_collect(&storage, dir, options.clone());
     assert!(records.is_empty(), "{report:?}");
     assert!(report.removed_segments.contains(&active), "{report:?}");
-    for expected in 1..=40 {
-        let at = wal.append(kind(), &record(expected), Durability::Sync).expect("append");
-        assert_eq!(at, Lsn(expected));
+    // A log that starts again where the stale records' LSNs are (a copy's new log, as
+    // `start_after` is for) writes three records that end where the stale fourth starts:
+    // in the kept segment, the next recovery would take that stale record as the fourth.
+    let first = Lsn(fourth.get() - 3);
+    wal.start_after(Lsn(first.get() - 1)).expect("start after");
+    let fresh = |lsn: Lsn| {
+        let mut bytes = record(lsn.get());
+        bytes.fill(0xEE);
+        bytes
+    };
+    for offset in 0..3 {
+        let lsn = Lsn(first.get() + offset);
+        assert_eq!(wal.append(kind(), &fresh(lsn), Durability::Sync).expect("append"), lsn);
     }
     drop(wal);
     let (_wal, again, report) = open_collect(&storage, dir, options);
-    let lsns: Vec<u64> = again.iter().map(|(lsn, _)| lsn.get()).collect();
-    assert_eq!(lsns, (1..=40).collect::<Vec<_>>(), "{report:?}");
-    assert!(again.iter().all(|(lsn, bytes)| *bytes == record(lsn.get())));
+    let lsns: Vec<Lsn> = again.iter().map(|(lsn, _)| *lsn).collect();
+    assert_eq!(
+        lsns,
+        (0..3).map(|offset| Lsn(first.get() + offset)).collect::<Vec<_>>(),
+        "{report:?}"
+    );
+    assert!(again.iter().all(|(lsn, bytes)| *bytes == fresh(*lsn)), "a stale record came back");
 }

@@ -12,17 +12,20 @@
 //! 1. Every record handed out has a matching checksum, lies inside its segment (below the
 //!    commit word on pmem), and has the LSN after the previous one: no gap, no corruption.
 //! 2. After recovery nothing past the stop point can decode again: the rest of the stopping
-//!    segment is zeroed and made durable, and later segments are deleted (each deletion made
-//!    durable with a directory sync) before any new record is written.
+//!    segment is zeroed and made durable (in a recycled segment, every valid record of its
+//!    own past the stop: see 4), and later segments are deleted (each deletion made durable
+//!    with a directory sync) before any new record is written.
 //! 3. A stop is never silent: the report gives the file, offset and reason, and the LSN range
-//!    and bytes discarded.
+//!    and bytes discarded. (In a recycled segment, bytes past the stop that hold no valid
+//!    record of its own are stale or torn and not reported: a torn record of its own whose
+//!    checksum fails, with nothing of its own after it, goes unreported there.)
 //! 4. A recycled segment (`Segment::recycle`) may hold an earlier segment's records, all
 //!    below its header's stale bound, after its own: they never continue the chain (their
 //!    LSNs are below the expected one), and they are not discarded bytes. What counts as
 //!    discarded there, and is zeroed, is every record of its own past the stop (an LSN at
 //!    or above the bound, checksum matching; see `tail_after` for torn ones). A recycled
-//!    segment that recovered no record is removed, so that
-//!    the records the log takes next (from any LSN) never go below its bound.
+//!    segment that recovered no record is removed, so that the records the log takes next
+//!    (from any LSN) never go below its bound.
 //!
 //! Must never: allocate by an unchecked length (lengths are checked against the segment first),
 //! or read past a segment's end.

@@ -144,7 +144,7 @@ fn write_back_racing<S: PageSource, L>(
     let mut written = Written::default();
     let mut chunks = wanted.chunks(per_group).peekable();
     // Image buffers of the last piece, reused by the next: fresh ones would be fresh memory
-    // (the allocator gives freed pages back within a second), each a page fault and a page
+    // (the allocator gives freed pages back within 30 ms), each a page fault and a page
     // zeroed; the checkpoint thread spent about a tenth of a YCSB load's samples there.
     let mut spare: Vec<Vec<u8>> = Vec::new();
     loop {

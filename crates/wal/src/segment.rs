@@ -68,6 +68,42 @@ fn open_options(options: &WalOptions, method: AccessMethod, capacity: u64) -> Op
         .chunk_bytes(capacity)
 }
 
+/// The `.prepare` and final names of segment `number` in `dir`, with a `.prepare` file
+/// that a crash during an earlier preparation left behind removed.
+fn names(storage: &Storage, dir: &Path, number: u64) -> Result<(PathBuf, PathBuf), WalError> {
+    let temp = dir.join(format::prepare_file_name(number));
+    let path = dir.join(format::segment_file_name(number));
+    if storage.exists(&temp)? {
+        storage.remove_file(&temp)?;
+    }
+    debug_assert_ne!(temp, path);
+    Ok((temp, path))
+}
+
+/// Makes the segment under its `.prepare` name (`make`, which leaves it durable), then
+/// renames it to its final name and syncs the directory; on an error removes the
+/// `.prepare` file (best effort: a leftover one is removed at the next open anyway).
+fn into_place<T>(
+    storage: &Storage,
+    dir: &Path,
+    temp: &Path,
+    path: &Path,
+    make: impl FnOnce() -> Result<T, WalError>,
+) -> Result<T, WalError> {
+    let result = make().and_then(|made| {
+        // CRASH: before the rename, recovery deletes the `.prepare` file; after it and
+        // before the directory sync, the name may or may not survive, and either way the
+        // segment holds no record of its own yet.
+        storage.rename(temp, path)?;
+        storage.sync_dir(dir)?;
+        Ok(made)
+    });
+    if result.is_err() {
+        let _ = storage.remove_file(temp);
+    }
+    result
+}
+
 impl Segment {
     /// Prepares segment `number` with `capacity` bytes in `dir` (see the module header).
     pub fn prepare(
@@ -78,12 +114,7 @@ impl Segment {
         capacity: u64,
     ) -> Result<Segment, WalError> {
         assert!(capacity >= WalOptions::MIN_SEGMENT_BYTES && capacity.is_multiple_of(4096));
-        let temp = dir.join(format::prepare_file_name(number));
-        let path = dir.join(format::segment_file_name(number));
-        // A crash during an earlier preparation may have left the temporary file behind.
-        if storage.exists(&temp)? {
-            storage.remove_file(&temp)?;
-        }
+        let (temp, path) = names(storage, dir, number)?;
         // The file backend zero-fills with system calls: through its mapping, every page
         // would be faulted in and count as the process's memory.
         let method = method_for(options.backend);
@@ -91,22 +122,12 @@ impl Segment {
             Backend::File => AccessMethod::Syscall,
             Backend::Pmem => method,
         };
-        let file =
-            storage.open(&temp, &open_options(options, filling, capacity).create_new(true))?;
-        let result = Self::fill(&file, options.backend, number, capacity).and_then(|()| {
-            // CRASH: before the rename, recovery deletes the `.prepare` file; after it and
-            // before the directory sync, the name may or may not survive, and either way the
-            // segment holds no record yet.
-            storage.rename(&temp, &path)?;
-            storage.sync_dir(dir)?;
-            Ok(())
-        });
-        if let Err(error) = result {
-            drop(file);
-            // Best effort: a leftover `.prepare` file is removed at the next open anyway.
-            let _ = storage.remove_file(&temp);
-            return Err(error);
-        }
+        let file = into_place(storage, dir, &temp, &path, || {
+            let file =
+                storage.open(&temp, &open_options(options, filling, capacity).create_new(true))?;
+            Self::fill(&file, options.backend, number, capacity)?;
+            Ok(file)
+        })?;
         let file = match filling == method {
             true => file,
             false => {
@@ -133,14 +154,10 @@ impl Segment {
     ) -> Result<Segment, WalError> {
         assert_eq!(options.backend, Backend::File, "only the file backend recycles");
         assert!(stale_bound > Lsn::ZERO);
-        let temp = dir.join(format::prepare_file_name(number));
-        let path = dir.join(format::segment_file_name(number));
-        if storage.exists(&temp)? {
-            storage.remove_file(&temp)?;
-        }
+        let (temp, path) = names(storage, dir, number)?;
         // CRASH: a `.prepare` name is removed at recovery; the free file was no segment.
         storage.rename(free, &temp)?;
-        let result = (|| {
+        let capacity = into_place(storage, dir, &temp, &path, || {
             let file = storage
                 .open(&temp, &OpenOptions::new(AccessMethod::Syscall).mode(options.file_mode))?;
             let capacity = file.len();
@@ -163,19 +180,8 @@ impl Segment {
             block.resize(2 * RECORDS_START as usize, 0);
             file.write_at(&block, 0)?;
             file.sync_data()?;
-            drop(file);
-            storage.rename(&temp, &path)?;
-            storage.sync_dir(dir)?;
             Ok(capacity)
-        })();
-        let capacity = match result {
-            Ok(capacity) => capacity,
-            Err(error) => {
-                // Best effort, as in `prepare`.
-                let _ = storage.remove_file(&temp);
-                return Err(error);
-            }
-        };
+        })?;
         let file =
             storage.open(&path, &open_options(options, method_for(Backend::File), capacity))?;
         assert_eq!(file.len(), capacity, "a recycled segment keeps its file's length");

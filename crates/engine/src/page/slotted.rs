@@ -327,6 +327,21 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
         Some(())
     }
 
+    /// Whether entry `index`'s whole key is `key` (`None` past the count), compared in
+    /// place: the page's prefix, then the entry's suffix.
+    pub fn key_is(&self, index: usize, key: &[u8]) -> Option<bool> {
+        let prefix_len = self.prefix_len()?;
+        let (_, offset, len) = self.slot(index)?;
+        if key.len() != prefix_len + len {
+            return Some(false);
+        }
+        let (prefix, suffix) = key.split_at(prefix_len);
+        Some(
+            self.bytes.compare_at(HEADER_BYTES, prefix_len, prefix)? == Ordering::Equal
+                && self.bytes.compare_at(offset, len, suffix)? == Ordering::Equal,
+        )
+    }
+
     /// Appends entry `index`'s whole key to `out`.
     pub fn key_into(&self, index: usize, out: &mut Vec<u8>) -> Option<()> {
         let prefix_len = self.prefix_len()?;

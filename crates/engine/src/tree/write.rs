@@ -476,18 +476,21 @@ impl Writer {
                     continue;
                 }
                 for (key, change) in &ops[range.clone()] {
-                    {
+                    // One search of the latched leaf for the before-image and the put.
+                    let found = {
                         let page = Slotted::new(&leaf.bytes()[..page_bytes]);
-                        let before = match page.search(key).expect("invariant: a latched leaf") {
+                        let found = page.search(key).expect("invariant: a latched leaf");
+                        let before = match found {
                             Ok(at) => Some(value_ref(&leaf.bytes()[..page_bytes], at)),
                             Err(_) => None,
                         };
                         record(key, lsn, before);
-                    }
+                        found
+                    };
                     let mut frame = leaf.write();
                     match change {
                         Some(value) => {
-                            let put = edit::put_leaf(&mut frame, key, *value);
+                            let put = edit::put_leaf_found(&mut frame, key, *value, Some(found));
                             assert!(put.is_ok(), "a leaf checked for room had none: {put:?}");
                         }
                         None => {

@@ -370,16 +370,28 @@ pub fn put_leaf<P: PageMut + ?Sized>(
     key: &[u8],
     value: ValueRef<'_>,
 ) -> Result<Put, NoRoom> {
+    put_leaf_found(page, key, value, None)
+}
+
+/// `put_leaf`, given what `Slotted::search` of `key` in the page returns now when the
+/// caller searched it already (under the same latch, nothing changed since): the put
+/// searches no more.
+pub fn put_leaf_found<P: PageMut + ?Sized>(
+    page: &mut P,
+    key: &[u8],
+    value: ValueRef<'_>,
+    found: Option<Result<usize, usize>>,
+) -> Result<Put, NoRoom> {
     let shape = Shape::of(page);
     assert!(shape.kind == Kind::Leaf, "put_leaf on an internal page");
     assert!(key.len() <= MAX_KEY_BYTES, "a key of {} bytes", key.len());
     if let ValueRef::Inline(bytes) = value {
         assert!(bytes.len() <= shape.page_bytes / 4, "an inline value of {} bytes", bytes.len());
     }
-    let put = put_entry(page, shape, key, &Tail::leaf(value))?;
+    let (put, at) = put_entry(page, shape, key, &Tail::leaf(value), found)?;
+    // The key is where the put says, with the value: read back in place.
     let reader = Slotted::new(&*page);
-    let at =
-        reader.search(key).and_then(Result::ok).expect("invariant: the key is there after a put");
+    assert_eq!(reader.key_is(at, key), Some(true), "the key is not at slot {at} after a put");
     match (reader.value(at), value) {
         (Some(super::ValueAt::Inline { len, .. }), ValueRef::Inline(bytes)) => {
             assert_eq!(len, bytes.len())
@@ -403,27 +415,32 @@ pub fn put_separator<P: PageMut + ?Sized>(
     let shape = Shape::of(page);
     assert!(shape.kind == Kind::Internal, "put_separator on a leaf");
     assert!(!separator.is_empty() && separator.len() <= MAX_KEY_BYTES && child != 0);
-    let put = put_entry(page, shape, separator, &Tail::child(child))?;
+    let (put, at) = put_entry(page, shape, separator, &Tail::child(child), None)?;
     let reader = Slotted::new(&*page);
-    let at =
-        reader.search(separator).and_then(Result::ok).expect("invariant: the separator is there");
+    assert_eq!(reader.key_is(at, separator), Some(true), "the separator is not at slot {at}");
     assert_eq!(reader.child(at + 1), Some(child));
     Ok(put)
 }
 
 /// The edit both puts share: in place when it fits the gap (or the old entry), else laid
-/// out again when the live entries and the change fit, else `NoRoom`.
+/// out again when the live entries and the change fit, else `NoRoom`. Returns the slot the
+/// key is at afterwards. `searched`: the page's `Slotted::search` of `key`, when the
+/// caller has it.
 fn put_entry<P: PageMut + ?Sized>(
     page: &mut P,
     shape: Shape,
     key: &[u8],
     tail: &Tail<'_>,
-) -> Result<Put, NoRoom> {
+    searched: Option<Result<usize, usize>>,
+) -> Result<(Put, usize), NoRoom> {
     let prefix_fits = shape.prefix_len <= key.len()
         && page.compare_at(HEADER_BYTES, shape.prefix_len, &key[..shape.prefix_len])
             == Some(std::cmp::Ordering::Equal);
     let found = if prefix_fits {
-        Some(Slotted::new(&*page).search(key).expect("invariant: a checked page searches"))
+        let search =
+            || Slotted::new(&*page).search(key).expect("invariant: a checked page searches");
+        debug_assert!(searched.is_none_or(|searched| searched == search()));
+        Some(searched.unwrap_or_else(search))
     } else {
         None
     };
@@ -434,7 +451,7 @@ fn put_entry<P: PageMut + ?Sized>(
             if tail.len() <= tail_len(page, &shape, index) {
                 // Over the old value, whose leftover bytes turn dead.
                 tail.write(page, offset + len);
-                return Ok(Put::Replaced);
+                return Ok((Put::Replaced, index));
             }
             let need = len + tail.len();
             if need <= shape.gap() {
@@ -443,7 +460,7 @@ fn put_entry<P: PageMut + ?Sized>(
                 tail.write(page, at + len);
                 put_slot(page, &shape, index, suffix, at);
                 page.put(6, &((shape.page_bytes - at) as u16).to_le_bytes());
-                return Ok(Put::Replaced);
+                return Ok((Put::Replaced, index));
             }
             relay(page, shape, key, tail, Put::Replaced)
         }
@@ -458,7 +475,7 @@ fn put_entry<P: PageMut + ?Sized>(
                 put_slot(page, &shape, index, suffix, at);
                 page.put(2, &((shape.count + 1) as u16).to_le_bytes());
                 page.put(6, &((shape.page_bytes - at) as u16).to_le_bytes());
-                return Ok(Put::Inserted);
+                return Ok((Put::Inserted, index));
             }
             relay(page, shape, key, tail, Put::Inserted)
         }
@@ -475,20 +492,27 @@ fn relay<P: PageMut + ?Sized>(
     key: &[u8],
     tail: &Tail<'_>,
     put: Put,
-) -> Result<Put, NoRoom> {
+) -> Result<(Put, usize), NoRoom> {
     let (lsn, link) = header_words(page);
     let mut all = entries(page);
     let entry = (key.to_vec(), tail.to_vec());
-    match all.binary_search_by(|e| e.0[..].cmp(key)) {
-        Ok(at) => all[at] = entry,
-        Err(at) => all.insert(at, entry),
-    }
+    let at = match all.binary_search_by(|e| e.0[..].cmp(key)) {
+        Ok(at) => {
+            all[at] = entry;
+            at
+        }
+        Err(at) => {
+            all.insert(at, entry);
+            at
+        }
+    };
     let needed = bytes_of(&all);
     if needed > shape.page_bytes || all.len() > usize::from(u16::MAX) {
         return Err(NoRoom { needed, page_bytes: shape.page_bytes });
     }
+    // Laid out in key order: the key's slot is its place among the entries.
     page.put_all(&image_of(shape.kind, &all, lsn, link, shape.page_bytes));
-    Ok(put)
+    Ok((put, at))
 }
 
 /// Removes `key` (a leaf's entry, or an internal page's separator with the child it

@@ -284,6 +284,45 @@ pub fn put_bytes<P: PageBytes + ?Sized>(
     shares.then(|| SLOT_BYTES + key.len() - shape.prefix_len + Tail::leaf(value).len())
 }
 
+/// Bytes a leaf takes laid out again (`relay`) with `key` set to `value`, computed in
+/// place: its live entries, the change, and the longest prefix of the keys then (that of
+/// the first and the last). `None` when the key does not share the page's prefix (a put
+/// lays such a page out again with a shorter one: ask a copy).
+pub fn relaid_bytes<P: PageBytes + ?Sized>(
+    page: &P,
+    key: &[u8],
+    value: ValueRef<'_>,
+) -> Option<usize> {
+    let shape = Shape::of(page);
+    assert!(shape.kind == Kind::Leaf, "relaid_bytes of an internal page");
+    let added = put_bytes(page, key, value)?;
+    let reader = Slotted::new(page);
+    let found = reader.search(key).expect("invariant: a checked page searches");
+    // With the page's prefix: its live bytes, less a replaced entry, plus the new one.
+    let mut bytes = live_bytes(page) + added;
+    let mut count = shape.count;
+    match found {
+        Ok(index) => {
+            bytes -= SLOT_BYTES + slot(page, &shape, index).1 + tail_len(page, &shape, index)
+        }
+        Err(_) => count += 1,
+    }
+    // The keys' longest prefix then: that of the first and the last key.
+    let (mut first, mut last) = (Vec::new(), Vec::new());
+    if shape.count > 0 {
+        reader.key_into(0, &mut first).expect("invariant: a first key");
+        reader.key_into(shape.count - 1, &mut last).expect("invariant: a last key");
+    }
+    let first = if shape.count == 0 || key < first.as_slice() { key } else { &first };
+    let last = if shape.count == 0 || key > last.as_slice() { key } else { &last };
+    let longer = super::common_prefix(Some(first), Some(last)).len() - shape.prefix_len;
+    // A prefix `longer` bytes longer: the header holds it once, and each of the `count`
+    // suffixes is that much shorter.
+    let relaid = bytes - (count - 1) * longer;
+    debug_assert!(relaid >= HEADER_BYTES + count * SLOT_BYTES);
+    Some(relaid)
+}
+
 /// Bytes the page's live entries take laid out again: header, prefix, slots and entries.
 pub fn live_bytes<P: PageBytes + ?Sized>(page: &P) -> usize {
     let shape = Shape::of(page);

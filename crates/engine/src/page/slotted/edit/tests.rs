@@ -71,11 +71,23 @@ proptest! {
             let before = page.clone();
             match &op {
                 Op::Put(key, value) => {
+                    let relaid = relaid_bytes(&page[..], key, value.into());
                     let on_slice = put_leaf(&mut page[..], key, value.into());
                     let on_frame = put_leaf(&mut frame, key, value.into());
                     prop_assert_eq!(on_slice, on_frame);
                     let mut with = model.clone();
                     let old = with.insert(key.clone(), value.clone());
+                    // Counted in place before the put: the bytes of the page laid out again
+                    // with it, exactly, whenever the key shares the page's prefix.
+                    let shares = model.is_empty() || {
+                        let prefix = Slotted::new(&before[..]).prefix_len().expect("a prefix");
+                        key.len() >= prefix && key[..prefix] == model.keys().next().expect("a key")[..prefix]
+                    };
+                    prop_assert_eq!(relaid.is_some(), shares);
+                    if let Some(bytes) = relaid {
+                        prop_assert_eq!(bytes, leaf_bytes(&model_entries(&with)));
+                        prop_assert_eq!(bytes <= PAGE, on_slice.is_ok());
+                    }
                     match on_slice {
                         Ok(put) => {
                             prop_assert_eq!(put == Put::Replaced, old.is_some());

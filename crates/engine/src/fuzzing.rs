@@ -221,7 +221,14 @@ pub fn slotted_edits(data: &[u8]) {
                 let before = leaf.clone();
                 let mut with = leaf_model.clone();
                 with.insert(key.clone(), value.clone());
-                match edit::put_leaf(&mut leaf[..], &key, ValueRef::from(&value)) {
+                // Counted in place first: the page laid out again with the put, exactly.
+                let relaid = edit::relaid_bytes(&leaf[..], &key, ValueRef::from(&value));
+                let put = edit::put_leaf(&mut leaf[..], &key, ValueRef::from(&value));
+                if let Some(bytes) = relaid {
+                    assert_eq!(bytes, slotted::leaf_bytes(&entries(&with)), "relaid bytes");
+                    assert_eq!(bytes <= page_bytes, put.is_ok(), "relaid bytes against the put");
+                }
+                match put {
                     Ok(_) => leaf_model = with,
                     Err(no_room) => {
                         assert_eq!(leaf, before, "a put without room changed the page");

@@ -216,11 +216,12 @@ impl Shared {
     }
 }
 
-/// Grows and truncates the file without pause: truncate somewhere in the truncatable range,
-/// then grow back (exactly, or by `reserve` in chunks), over and over.
 /// Resizes the resizer may make while no worker finishes a round, before it waits for one.
 const RESIZES_PER_ROUND: u32 = 16;
 
+/// Grows and truncates the file over and over: truncate somewhere in the truncatable range,
+/// then grow back (exactly, or by `reserve` in chunks), pausing only for a worker round once
+/// `RESIZES_PER_ROUND` resizes went by without one.
 fn resize_loop(file: &File, shared: &Shared, config: &StressConfig) -> (u64, u64) {
     let mut rng = fastrand::Rng::with_seed(config.seed ^ 0xfeed);
     let block = config.block_bytes as u64;

@@ -72,7 +72,7 @@ use crate::batch::{WriteBatch, BATCH_RECORD, MAX_BATCH_BYTES};
 use crate::block_pages::Pages;
 use crate::meta::Meta;
 use crate::page::OverflowRef;
-use crate::range::KeyRange;
+use crate::range::{self, KeyRange};
 use crate::striped::Striped;
 use crate::tree::write::Writer;
 use crate::tree::Tree;
@@ -101,6 +101,10 @@ pub use verify::VerifyReport;
 /// reference across scoped threads.
 pub struct Db {
     inner: Arc<Inner>,
+    /// The same `Inner`, for snapshots to hold without a shared reference count: an
+    /// `arc-swap` guard takes a slot of its thread's own (`Snapshot`). Never swapped;
+    /// dropped with the `Db`, when it turns the guards still out into reference counts.
+    shared: ArcSwap<Inner>,
     /// `Some` while the store is open, until the first `close` (or the drop); inside, the
     /// checkpoint thread, which a read-only store does not have.
     checkpoint_thread: Mutex<Option<Option<JoinHandle<()>>>>,
@@ -657,7 +661,19 @@ impl Db {
     /// # }
     /// ```
     pub fn snapshot(&self) -> Snapshot {
-        self.inner.snapshot()
+        // Counted in first: every write from here on records its before-images; those that
+        // may not have are below `unrecorded`, whose publication the sequence waits for
+        // (`snapshot::LiveSnapshots`). A failed store publishes nothing more, and the
+        // snapshot's reads fail with it.
+        let inner = self.shared.load();
+        debug_assert!(Arc::ptr_eq(&inner, &self.inner), "the shared handle is the store's");
+        let (taken, unrecorded) = inner.live.enter();
+        if !inner.visible.wait(unrecorded, &inner.failed) {
+            debug_assert!(inner.failed.load(Ordering::Acquire));
+        }
+        let (version, sequence) = inner.pinned_view();
+        debug_assert!(sequence >= unrecorded || inner.failed.load(Ordering::Acquire));
+        Snapshot::new(inner, version, sequence, taken)
     }
 
     /// The entries in `range`, ascending, as of this moment (the iterator reads a
@@ -681,13 +697,13 @@ impl Db {
     /// # }
     /// ```
     pub fn range(&self, range: impl KeyRange) -> Iter {
-        self.snapshot().range(range)
+        self.snapshot().into_iter(range.key_bounds(), false)
     }
 
     /// The entries in `range`, descending, as of this moment: `range(range).rev()`, but an
     /// [`Iter`], so it can [`seek`](Iter::seek).
     pub fn range_back(&self, range: impl KeyRange) -> Iter {
-        self.snapshot().range_back(range)
+        self.snapshot().into_iter(range.key_bounds(), true)
     }
 
     /// The entries whose keys start with `prefix`, ascending, as of this moment.
@@ -706,12 +722,12 @@ impl Db {
     /// # }
     /// ```
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        self.snapshot().prefix(prefix)
+        self.snapshot().into_iter(range::prefix_bounds(prefix.as_ref()), false)
     }
 
     /// The entries whose keys start with `prefix`, descending, as of this moment.
     pub fn prefix_back(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        self.snapshot().prefix_back(prefix)
+        self.snapshot().into_iter(range::prefix_bounds(prefix.as_ref()), true)
     }
 
     /// Makes every write made so far durable (those with `Buffered` or `None` too).
@@ -924,20 +940,21 @@ impl Inner {
         error
     }
 
-    fn snapshot(self: &Arc<Self>) -> Snapshot {
-        // Counted in first: every write from here on records its before-images; those that
-        // may not have are below `unrecorded`, whose publication the sequence waits for
-        // (`snapshot::LiveSnapshots`). A failed store publishes nothing more, and the
-        // snapshot's reads fail with it.
-        let unrecorded = self.live.enter();
-        if !self.visible.wait(unrecorded, &self.failed) {
-            debug_assert!(self.failed.load(Ordering::Acquire));
+    /// The current version, held, and the visible sequence number, taken together as
+    /// `with_view` takes them.
+    fn pinned_view(&self) -> (arc_swap::Guard<Arc<Version>>, u64) {
+        for _ in 0..1024 {
+            let version = self.current.load();
+            let sequence = self.visible.get();
+            let again = self.current.load();
+            if Arc::ptr_eq(&version, &again) {
+                return (version, sequence);
+            }
         }
-        self.with_view(|view| Snapshot {
-            inner: Arc::clone(self),
-            version: Arc::clone(view.version),
-            sequence: view.sequence,
-        })
+        let _held = lock(&self.publishing);
+        let version = self.current.load();
+        let sequence = self.visible.get();
+        (version, sequence)
     }
 
     /// Runs `read` on the current version and the visible sequence number, taken together

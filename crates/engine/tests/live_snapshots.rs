@@ -139,3 +139,55 @@ fn snapshots_beside_unrecorded_writes_see_one_state() {
     });
     assert!(checked > 100, "only {checked} snapshots were checked");
 }
+
+fn snapshots(db: &Db) -> u64 {
+    db.stats().expect("stats").snapshots
+}
+
+/// Snapshots are counted on their taker's stripe and held without a shared reference
+/// count (`Snapshot`'s header): taken on one thread and dropped on another, more at once
+/// than a thread has guard slots (eight), cloned, in iterators, and outliving their store,
+/// each is counted in and out once and reads what it should.
+#[test]
+fn snapshots_held_by_guards_count_in_and_out_on_any_thread() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = Db::open(dir.path(), Options::default()).expect("open");
+    assert_eq!(snapshots(&db), 0);
+    let mut held = Vec::new();
+    for i in 0..20u32 {
+        put(&db, "k", &i.to_le_bytes(), Durability::Buffered);
+        held.push(db.snapshot());
+        assert_eq!(snapshots(&db), u64::from(i) + 1);
+    }
+    for (i, snapshot) in held.iter().enumerate() {
+        let value = (i as u32).to_le_bytes().to_vec();
+        assert_eq!(snapshot.get("k").expect("get"), Some(value), "snapshot {i}");
+    }
+    let iter = db.range(..);
+    let clone = held[3].clone();
+    assert_eq!(snapshots(&db), 22, "an iterator and a clone hold one each");
+    // Taken here, dropped on other threads, half while a write goes on.
+    std::thread::scope(|scope| {
+        let (first, second) = held.split_at(10);
+        let (first, second) = (first.to_vec(), second.to_vec());
+        scope.spawn(move || drop(first));
+        scope.spawn(|| put(&db, "k", b"during", Durability::Buffered));
+        scope.spawn(move || drop(second));
+    });
+    drop(held);
+    assert_eq!(snapshots(&db), 2, "twenty dropped, the iterator and the clone left");
+    assert_eq!(clone.get("k").expect("get"), Some(3u32.to_le_bytes().to_vec()));
+    let entries: Vec<_> = iter.collect::<Result<_, _>>().expect("scan");
+    assert_eq!(entries, [(b"k".to_vec(), 19u32.to_le_bytes().to_vec())]);
+    assert_eq!(snapshots(&db), 1, "the iterator's was dropped with it");
+    // A snapshot taken on another thread, outliving the store.
+    let late = std::thread::scope(|scope| scope.spawn(|| db.snapshot()).join().expect("taker"));
+    assert_eq!(snapshots(&db), 2);
+    drop(db);
+    assert!(matches!(late.get("k"), Err(tierkv::Error::Closed)));
+    assert!(matches!(clone.range(..).next(), Some(Err(tierkv::Error::Closed))));
+    drop((late, clone));
+    let db = Db::open(dir.path(), Options::default()).expect("reopen");
+    assert_eq!(db.get("k").expect("get"), Some(b"during".to_vec()));
+    assert_eq!(snapshots(&db), 0);
+}

@@ -620,7 +620,8 @@ fn start(
             Some(thread)
         }
     };
-    Ok(Db { inner, checkpoint_thread: Mutex::new(Some(checkpointer)) })
+    let shared = ArcSwap::new(Arc::clone(&inner));
+    Ok(Db { inner, shared, checkpoint_thread: Mutex::new(Some(checkpointer)) })
 }
 
 /// Refuses a log that ends before the checkpoint, saying where it ends: appending would

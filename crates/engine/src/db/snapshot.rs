@@ -28,6 +28,7 @@ use super::{Inner, Version};
 use crate::batch::check_key;
 use crate::page::{OverflowRef, Value};
 use crate::range::{self, successor, KeyBounds, KeyRange};
+use crate::striped::{Gauge, Taken};
 use crate::tree::read::{Chunk, ChunkValue, Found};
 use crate::{Error, Result};
 
@@ -186,10 +187,11 @@ const ITER_CHUNK_MAX: usize = 256;
 /// Must never: let a snapshot take a sequence below a write that recorded nothing and may
 /// not have changed its leaf yet; let a write whose batch has more than one key, or that
 /// waits for the log, leave its before-images out.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct LiveSnapshots {
-    /// Snapshots alive.
-    count: std::sync::atomic::AtomicUsize,
+    /// Snapshots alive, each counted on its taker's stripe (`Gauge`): taking one writes a
+    /// line other threads rarely write, and a write reads every stripe.
+    count: Gauge,
     /// The highest sequence number of a write that may have recorded nothing.
     unrecorded: std::sync::atomic::AtomicU64,
 }
@@ -199,61 +201,85 @@ impl LiveSnapshots {
     /// type's header); called with its leaf latched, before the leaf changes.
     pub(super) fn unneeded(&self, lsn: u64) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
-        if self.count.load(SeqCst) != 0 {
+        if !self.count.is_zero() {
             // Records: no need to raise `unrecorded` (and make new snapshots wait for it).
             return false;
         }
         self.unrecorded.fetch_max(lsn, SeqCst);
-        let unneeded = self.count.load(SeqCst) == 0;
+        // Every stripe read after the raise: a snapshot counted in on any of them before
+        // its load is seen here, and one counted in after it reads `lsn` or more.
+        let unneeded = self.count.is_zero();
         debug_assert!(self.unrecorded.load(SeqCst) >= lsn);
         unneeded
     }
 
-    /// Counts a new snapshot in; returns the sequence it must wait to be visible before it
-    /// takes its own.
-    pub(super) fn enter(&self) -> u64 {
-        use std::sync::atomic::Ordering::SeqCst;
-        let before = self.count.fetch_add(1, SeqCst);
-        assert!(before < usize::MAX / 2, "snapshots counted in and never out");
-        self.unrecorded.load(SeqCst)
+    /// Counts a new snapshot in; returns where it was counted and the sequence it must
+    /// wait to be visible before it takes its own.
+    pub(super) fn enter(&self) -> (Taken, u64) {
+        let taken = self.count.take();
+        (taken, self.unrecorded.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// How many snapshots are alive (a moment's figure).
+    pub(super) fn count(&self) -> u64 {
+        self.count.get()
     }
 
     /// Counts a dropped snapshot out.
-    fn leave(&self) {
-        let before = self.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        assert!(before > 0, "a snapshot counted out that was never counted in");
+    fn leave(&self, taken: Taken) {
+        self.count.give(taken);
     }
 }
 
 /// A consistent, read-only view of the store as of the moment it was taken. It keeps the
 /// pages of its tree version from being deleted while it lives, so drop it when done.
 ///
+/// Taking one writes nothing other threads write too: the store and the version are held
+/// by `arc-swap` guards (a slot of the taking thread's own, not a shared reference count),
+/// and it is counted on the thread's stripe of the live-snapshot gauge. A thread holding
+/// more than a few at once (guards share eight slots per thread) makes the later ones,
+/// and `clone`, take reference counts instead: the same meaning, at a shared write each.
+///
 /// Its reads fail with [`Error::Closed`] once the store is closed.
 pub struct Snapshot {
-    pub(super) inner: Arc<Inner>,
-    pub(super) version: Arc<Version>,
+    pub(super) inner: arc_swap::Guard<Arc<Inner>>,
+    pub(super) version: arc_swap::Guard<Arc<Version>>,
     pub(super) sequence: u64,
+    /// Where the live-snapshot gauge counted it.
+    taken: Taken,
 }
 
 impl Clone for Snapshot {
     fn clone(&self) -> Snapshot {
         // Counted in while `self` is: every write since recorded its before-images.
-        let _ = self.inner.live.enter();
+        let (taken, _) = self.inner.live.enter();
         Snapshot {
-            inner: Arc::clone(&self.inner),
-            version: Arc::clone(&self.version),
+            inner: arc_swap::Guard::from_inner(Arc::clone(&self.inner)),
+            version: arc_swap::Guard::from_inner(Arc::clone(&self.version)),
             sequence: self.sequence,
+            taken,
         }
     }
 }
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        self.inner.live.leave();
+        self.inner.live.leave(self.taken);
     }
 }
 
 impl Snapshot {
+    /// A snapshot of what `version` holds up to `sequence`, counted in at `taken` (see
+    /// `Db::snapshot`).
+    pub(super) fn new(
+        inner: arc_swap::Guard<Arc<Inner>>,
+        version: arc_swap::Guard<Arc<Version>>,
+        sequence: u64,
+        taken: Taken,
+    ) -> Snapshot {
+        Snapshot { inner, version, sequence, taken }
+    }
+
     /// The sequence number it sees up to.
     pub fn sequence(&self) -> u64 {
         self.sequence
@@ -333,6 +359,12 @@ impl Snapshot {
     /// its errors.
     pub fn range(&self, range: impl KeyRange) -> Iter {
         Iter::new(self.clone(), range.key_bounds(), false)
+    }
+
+    /// `range`, `range_back`, `prefix` or `prefix_back` (by `reversed` and the bounds),
+    /// taking the snapshot itself instead of a clone.
+    pub(super) fn into_iter(self, bounds: KeyBounds, reversed: bool) -> Iter {
+        Iter::new(self, bounds, reversed)
     }
 
     /// The entries in `range` as of the snapshot, descending: `range(range).rev()`, but an
@@ -877,18 +909,22 @@ mod live_tests {
 
     #[test]
     fn a_snapshot_counted_in_after_an_unrecorded_write_waits_for_it() {
-        let live = LiveSnapshots::default();
+        let live = std::sync::Arc::new(LiveSnapshots::default());
         assert!(live.unneeded(7), "no snapshot lives: nothing to record");
         assert!(live.unneeded(5), "an older number leaves the mark where it is");
-        assert_eq!(live.enter(), 7, "the snapshot must wait for write 7");
+        let (first, mark) = live.enter();
+        assert_eq!(mark, 7, "the snapshot must wait for write 7");
         assert!(!live.unneeded(9), "a snapshot lives: write 9 records");
-        let second = live.enter();
-        assert_eq!(second, 7, "a recorded write does not raise the mark");
-        live.leave();
-        assert!(!live.unneeded(10), "one snapshot still lives");
-        live.leave();
+        // Counted in on another thread (another stripe), counted out on this one.
+        let counted = std::sync::Arc::clone(&live);
+        let (second, mark) = std::thread::spawn(move || counted.enter()).join().expect("taker");
+        assert_eq!(mark, 7, "a recorded write does not raise the mark");
+        live.leave(first);
+        assert!(!live.unneeded(10), "one snapshot still lives, on the other thread's stripe");
+        live.leave(second);
         assert!(live.unneeded(11), "the last snapshot was dropped");
-        assert_eq!(live.enter(), 11);
-        live.leave();
+        let (third, mark) = live.enter();
+        assert_eq!(mark, 11);
+        live.leave(third);
     }
 }

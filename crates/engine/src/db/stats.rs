@@ -48,6 +48,9 @@ pub struct Stats {
     pub reusable_page_ids: usize,
     /// Bytes of before-images kept for snapshots (the undo), outside the buffer pool.
     pub undo_bytes: usize,
+    /// Snapshots alive (each iterator and transaction holds one); while any is, writes
+    /// keep their before-images in the undo.
+    pub snapshots: u64,
     /// Pages changed in place and not yet written by a checkpoint.
     pub dirty_pages: usize,
     /// Bytes of overflow values written and not yet in the block store (counted in the
@@ -113,6 +116,7 @@ impl Inner {
             next_page: summary.next_page,
             reusable_page_ids: self.pages.reusable_count(),
             undo_bytes: self.undo.bytes(),
+            snapshots: self.live.count(),
             dirty_pages: pool.dirty_count(),
             pending_overflow_bytes: self.pages.pending_bytes(),
             cache: CacheStats {

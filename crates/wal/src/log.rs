@@ -37,6 +37,9 @@
 //!   the way: the segment is already allocated, mapped and zeroed, and a waiter spins before
 //!   it parks.
 //!
+//! The file backend's group commit lives in `log/group.rs`, the pmem commit chain in
+//! `log/flex.rs`; reserving, rotation and the preparer here.
+//!
 //! Segments are prepared by a background thread (`segment.rs`) before they are needed, two
 //! ahead; a rotation installs the first prepared one under the lock and asks for the next.
 //! On the file backend the preparer recycles the files `truncate_below` let go of
@@ -69,11 +72,14 @@ use std::time::{Duration, Instant};
 
 use tierkv_io::Storage;
 
-use crate::format::{self, Backend, COMMIT_WORD_OFFSET, MAX_PAYLOAD_BYTES, RECORDS_START};
+use crate::format::{self, Backend, MAX_PAYLOAD_BYTES, RECORDS_START};
 use crate::recovery::{self, Record, RecoveryReport};
 use crate::segment::Segment;
 use crate::stats::Counters;
 use crate::{Durability, Lsn, RecordType, WalError, WalOptions, WalStats};
+
+mod flex;
+mod group;
 
 /// Spins on the pmem commit chain before parking.
 const COMMIT_SPINS_BEFORE_PARK: u32 = 256;
@@ -852,306 +858,6 @@ impl Shared {
         self.work.notify_all();
     }
 
-    /// file: marks `lsn` written and waits as `durability` asks.
-    fn finish_file(
-        &self,
-        lsn: Lsn,
-        written: Result<(), WalError>,
-        durability: Durability,
-    ) -> Result<Lsn, WalError> {
-        let mut state = self.lock();
-        if let Err(error) = written {
-            self.poison(&mut state, &error);
-            return Err(error);
-        }
-        if lsn == state.written.next() {
-            state.written = lsn;
-            while {
-                let next = state.written.next();
-                state.completed.remove(&next)
-            } {
-                state.written = state.written.next();
-            }
-            if state.written_waiters > 0 {
-                self.written_cv.notify_all();
-            }
-        } else {
-            state.completed.insert(lsn);
-        }
-        match durability {
-            Durability::None => Ok(lsn),
-            Durability::Buffered => {
-                state.buffered = state.buffered.max(lsn);
-                Ok(lsn)
-            }
-            Durability::Sync => self.wait_durable(state, lsn).map(|()| lsn),
-        }
-    }
-
-    /// file: returns once `lsn` is durable, leading sync rounds as needed.
-    fn wait_durable<'a>(&'a self, state: MutexGuard<'a, State>, lsn: Lsn) -> Result<(), WalError> {
-        self.sync_waiting.fetch_add(1, Ordering::Relaxed);
-        let result = self.wait_durable_counted(state, lsn);
-        self.sync_waiting.fetch_sub(1, Ordering::Relaxed);
-        result
-    }
-
-    fn wait_durable_counted<'a>(
-        &'a self,
-        mut state: MutexGuard<'a, State>,
-        lsn: Lsn,
-    ) -> Result<(), WalError> {
-        loop {
-            if state.durable >= lsn {
-                return Ok(());
-            }
-            self.check_open(&state)?;
-            if self.may_lead(&state, lsn) {
-                state.gathering = true;
-                state = self.gather(state);
-                state.gathering = false;
-                if self.may_lead(&state, lsn) {
-                    state = self.sync_round(state);
-                } else {
-                    // Appenders that went to sleep because this one was gathering must look
-                    // again: no round of this appender's will wake them.
-                    self.end_round();
-                }
-            } else if state.written < lsn {
-                // An earlier record is still being copied in.
-                state.written_waiters += 1;
-                state = self.written_cv.wait(state).unwrap_or_else(PoisonError::into_inner);
-                state.written_waiters -= 1;
-            } else {
-                // A running round covers this record, or the next must wait for it to end.
-                // Parks without the lock; the round's end wakes it, and a woken appender
-                // whose record is durable returns without taking the lock again.
-                let round = self.round_end.load(Ordering::Acquire);
-                self.round_sleepers.fetch_add(1, Ordering::Relaxed);
-                drop(state);
-                while self.round_end.load(Ordering::Acquire) == round {
-                    tierkv_io::futex::wait(&self.round_end, round);
-                }
-                self.round_sleepers.fetch_sub(1, Ordering::Relaxed);
-                if self.durable_now.load(Ordering::Acquire) >= lsn.0 {
-                    return Ok(());
-                }
-                state = self.lock();
-            }
-        }
-    }
-
-    /// file: before leading a round, waits briefly (the recent fdatasync time, at most
-    /// `GATHER_MAX`) until the appenders inside `append` have written and the recent peak of
-    /// `Sync` waiters is back: typically the appenders the last round woke, which return and
-    /// append again. Without it appenders split into groups that alternate rounds. It yields
-    /// the processor instead of sleeping on a timer, whose slack (50 µs by default) would be
-    /// longer than the wait.
-    fn gather<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let budget = Duration::from_nanos(state.sync_ns_ema / GATHER_DIVISOR).min(GATHER_MAX);
-        if budget.is_zero() {
-            return state;
-        }
-        let deadline = Instant::now() + budget;
-        loop {
-            let reserved = state.next_lsn.0 - 1;
-            let pending = reserved - state.durable.0;
-            let active = self.active.load(Ordering::Relaxed) as u64;
-            let waiting = self.sync_waiting.load(Ordering::Relaxed) as u64;
-            if active <= pending && waiting >= state.peak_batch && state.written.0 == reserved {
-                return state;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return state;
-            }
-            drop(state);
-            thread::yield_now();
-            state = self.lock();
-        }
-    }
-
-    /// file: `lsn` is written, no running round covers it, and another round may start.
-    fn may_lead(&self, state: &State, lsn: Lsn) -> bool {
-        !state.gathering
-            && state.durable < lsn
-            && state.written >= lsn
-            && state.round_target < lsn
-            && state.rounds < MAX_SYNC_ROUNDS
-    }
-
-    /// file: one group-commit round (see the module header).
-    fn sync_round<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        debug_assert!(state.rounds < MAX_SYNC_ROUNDS);
-        let target = state.written;
-        let batch = self.sync_waiting.load(Ordering::Relaxed) as u64;
-        if batch >= state.peak_batch {
-            state.peak_batch = batch;
-            state.peak_misses = 0;
-        } else {
-            state.peak_misses += 1;
-            if state.peak_misses >= PEAK_DECAY_ROUNDS {
-                state.peak_batch -= 1;
-                state.peak_misses = 0;
-            }
-        }
-        state.rounds += 1;
-        state.round_target = state.round_target.max(target);
-        // Whoever leads the round (an appender, a checkpoint's `sync_to`, the flusher) lets
-        // go of the mapped pages first: a mapped dirty page that fdatasync writes back is
-        // made read-only with a TLB shootdown each, where one `madvise` clears the range
-        // (the checkpoint thread's syncs showed those shootdowns). Counted in `rounds`
-        // already, so no other round starts while this drops the lock.
-        state = self.release_written(state);
-        let mut files: Vec<Arc<Segment>> =
-            state.unsynced_sealed.iter().map(|(segment, _)| Arc::clone(segment)).collect();
-        files.push(Arc::clone(&state.active().segment));
-        drop(state);
-        let started = Instant::now();
-        // CRASH: until this completes, records after `durable` may or may not survive.
-        let result = files.iter().try_for_each(|segment| segment.file.sync_data());
-        let took_ns = started.elapsed().as_nanos() as u64;
-        Counters::add(&self.counters.sync_ns, took_ns);
-        let mut state = self.lock();
-        state.rounds -= 1;
-        state.sync_ns_ema =
-            if state.sync_ns_ema == 0 { took_ns } else { (state.sync_ns_ema * 7 + took_ns) / 8 };
-        match result {
-            Ok(()) => {
-                if target > state.durable {
-                    Counters::add(&self.counters.sync_rounds, 1);
-                    Counters::add(&self.counters.synced_records, target.0 - state.durable.0);
-                    state.durable = target;
-                    self.durable_now.store(target.0, Ordering::Release);
-                }
-                state.unsynced_sealed.retain(|(_, last)| *last > target);
-            }
-            Err(error) => self.poison(&mut state, &WalError::from(error)),
-        }
-        // Wake the sleepers with the lock released: waking several threads takes tens of
-        // microseconds on a small VM, and writers finishing their copies need the lock.
-        self.round_end.fetch_add(1, Ordering::Release);
-        drop(state);
-        self.wake_round_sleepers();
-        self.lock()
-    }
-
-    /// pmem: commits the record in LSN order (see the module header).
-    fn finish_pmem(
-        &self,
-        lsn: Lsn,
-        segment: &Arc<Segment>,
-        offset: u64,
-        size: u64,
-        written: Result<(), WalError>,
-    ) -> Result<Lsn, WalError> {
-        if let Err(error) = written {
-            self.poison(&mut self.lock(), &error);
-            self.wake_chain();
-            return Err(error);
-        }
-        let end = offset + size;
-        let mut chain = self.chain_lock();
-        if self.committed.load(Ordering::Acquire) + 1 == lsn.0 {
-            // The common case: commit word and record behind one fence.
-            return self.advance(chain, lsn, segment, end, Some((offset, size))).map(|()| lsn);
-        }
-        drop(chain);
-        // A predecessor is still copying: make this record durable on its own, then leave it
-        // for whoever commits the predecessor.
-        if let Err(error) = segment.file.persist(offset, size) {
-            let error = WalError::from(error);
-            self.poison(&mut self.lock(), &error);
-            self.wake_chain();
-            return Err(error);
-        }
-        chain = self.chain_lock();
-        if self.committed.load(Ordering::Acquire) + 1 == lsn.0 {
-            return self.advance(chain, lsn, segment, end, None).map(|()| lsn);
-        }
-        chain.done.insert(lsn, (Arc::clone(segment), end));
-        let mut spins = 0u32;
-        loop {
-            if self.committed.load(Ordering::Acquire) >= lsn.0 {
-                return Ok(lsn);
-            }
-            if self.poisoned.load(Ordering::Acquire) {
-                drop(chain);
-                return Err(self
-                    .check_open(&self.lock())
-                    .err()
-                    .unwrap_or(WalError::Closed { dir: self.dir.clone() }));
-            }
-            if spins < COMMIT_SPINS_BEFORE_PARK {
-                // Spin without the lock: the predecessor needs it to commit.
-                drop(chain);
-                spins += 1;
-                std::hint::spin_loop();
-                chain = self.chain_lock();
-            } else {
-                chain.waiters += 1;
-                chain = self.chain_progress.wait(chain).unwrap_or_else(PoisonError::into_inner);
-                chain.waiters -= 1;
-            }
-        }
-    }
-
-    fn chain_lock(&self) -> MutexGuard<'_, CommitChain> {
-        self.chain.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn wake_chain(&self) {
-        let _chain = self.chain_lock();
-        self.chain_progress.notify_all();
-    }
-
-    /// pmem: commits `lsn` (whose predecessor is committed) and every durable successor waiting
-    /// in the chain. `unfenced` is the caller's record when it is not yet durable: it is
-    /// flushed behind the same fence as the commit word.
-    fn advance(
-        &self,
-        mut chain: MutexGuard<'_, CommitChain>,
-        lsn: Lsn,
-        segment: &Arc<Segment>,
-        end: u64,
-        unfenced: Option<(u64, u64)>,
-    ) -> Result<(), WalError> {
-        let mut last = lsn;
-        let mut current: (Arc<Segment>, u64) = (Arc::clone(segment), end);
-        let mut unfenced = unfenced;
-        let mut result = Ok(());
-        while let Some((next_segment, next_end)) = chain.done.remove(&last.next()) {
-            if !Arc::ptr_eq(&next_segment, &current.0) {
-                // The chain crosses into the next segment: the old one's word goes first.
-                result = commit_word(&current.0, current.1, unfenced.take());
-                if result.is_err() {
-                    break;
-                }
-                current.0 = next_segment;
-            }
-            current.1 = next_end;
-            last = last.next();
-        }
-        if result.is_ok() {
-            result = commit_word(&current.0, current.1, unfenced);
-        }
-        match result {
-            Ok(()) => {
-                self.committed.store(last.0, Ordering::Release);
-                if chain.waiters > 0 {
-                    self.chain_progress.notify_all();
-                }
-                Ok(())
-            }
-            Err(error) => {
-                drop(chain);
-                self.poison(&mut self.lock(), &error);
-                self.wake_chain();
-                Err(error)
-            }
-        }
-    }
-
     /// The preparer: keeps `PREPARED_AHEAD` segments ready to install, each the size last
     /// asked for (by a rotation, or an appender waiting), or else the size of the one
     /// before it.
@@ -1230,72 +936,6 @@ impl Shared {
             self.progress.notify_all();
         }
     }
-
-    /// file: the flusher makes `Buffered` records durable every `flush_interval`.
-    fn flush_loop(&self) {
-        let mut state = self.lock();
-        loop {
-            if state.closed {
-                return;
-            }
-            let (next, _) = self
-                .work
-                .wait_timeout(state, self.options.flush_interval)
-                .unwrap_or_else(PoisonError::into_inner);
-            state = next;
-            if state.closed {
-                return;
-            }
-            // Pages let go before the sync: fdatasync then writes them back with no
-            // mapping to clean. A mapped page written back is made read-only first, one
-            // TLB shootdown each (an interrupt of the other cores, costly in a VM: about
-            // a sixth of a 2-core YCSB load's samples when this came after the sync), where
-            // one `madvise` clears the whole range at once. (A round lets go again of
-            // what was written meanwhile; here also when no round is due, for `None`
-            // appends, so that the process's resident memory does not grow with the log.)
-            state = self.release_written(state);
-            let pending = state.buffered > state.durable && state.written > state.durable;
-            let covered = state.round_target >= state.written;
-            if pending && state.poison.is_none() && !covered && state.rounds < MAX_SYNC_ROUNDS {
-                Counters::add(&self.counters.flusher_rounds, 1);
-                state = self.sync_round(state);
-            }
-        }
-    }
-}
-
-/// file: the written pages of the active segment are let go once this many bytes lie
-/// below its tail since the last time: every whole page.
-const RELEASE_BYTES: u64 = 4096;
-
-impl Shared {
-    /// file: lets go of the mapped pages appends are done with (`File::release_pages`):
-    /// sealed segments whole, the active one below its tail page (`RELEASE_BYTES`). The records stay in the page cache and the file; the process's resident
-    /// memory does not grow with the log. Appenders copy while this runs: one still copying
-    /// below the tail maps its page again.
-    fn release_written<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        let tail_page = state.tail / 4096 * 4096;
-        let last = state.segments.len() - 1;
-        let mut ranges = Vec::new();
-        for (index, live) in state.segments.iter_mut().enumerate() {
-            let end = if index == last { tail_page } else { live.segment.capacity };
-            let due = if index == last { RELEASE_BYTES } else { 1 };
-            if end >= live.released + due {
-                ranges.push((Arc::clone(&live.segment), live.released, end));
-                live.released = end;
-            }
-        }
-        if ranges.is_empty() {
-            return state;
-        }
-        drop(state);
-        for (segment, from, to) in ranges {
-            debug_assert!(from < to && to <= segment.capacity);
-            // A hint: a failure leaves the pages mapped and loses nothing.
-            let _ = segment.file.release_pages(from, to - from);
-        }
-        self.lock()
-    }
 }
 
 /// Grows a prepared segment to hold `needed` bytes, durably; returns the new capacity.
@@ -1304,17 +944,4 @@ fn grow(segment: &Segment, needed: u64) -> Result<u64, WalError> {
     segment.file.set_len(capacity)?;
     segment.file.sync_all()?;
     Ok(capacity)
-}
-
-/// Stores a segment's commit word and makes it durable, together with `record` (a range of
-/// the same segment not yet durable) behind the same fence.
-fn commit_word(segment: &Segment, end: u64, record: Option<(u64, u64)>) -> Result<(), WalError> {
-    // CRASH: from this store until the fence below, the word may become durable before the
-    // record's lines; recovery's checksum then stops at the record, which is unacknowledged.
-    segment.file.store_u64(COMMIT_WORD_OFFSET, end)?;
-    match record {
-        Some(range) => segment.file.persist_ranges(&[range, (COMMIT_WORD_OFFSET, 8)])?,
-        None => segment.file.persist(COMMIT_WORD_OFFSET, 8)?,
-    }
-    Ok(())
 }

@@ -383,9 +383,18 @@ fn reuse_of_freed_space_runs_under_concurrent_readers() {
     assert!(stats.reused_blocks > 500, "{stats:?}");
 }
 
-/// Sustained overwrites with background cleaning keep the files within 1.5x of the live
-/// bytes (a smaller instance of the benchmark's 10-minute run, with 256 KiB segments so the
-/// data set is many segments).
+/// Sustained overwrites with background cleaning keep the files bounded (a smaller
+/// instance of the benchmark's 10-minute run, with 256 KiB segments so the data set is many
+/// segments). Two bounds, as the store promises them (`log_store/clean.rs`):
+///
+/// - at every moment, whatever CPU the background cleaner gets (it runs at a lower
+///   priority, and other tests may take the cores): a writer cleans for itself once the
+///   bytes counted against the target pass `space_target * 1.1`, after its own write. The
+///   files hold at most that, plus the free space left out of the count (up to half of
+///   `space_target - 1` times the live bytes), the unused parts of the two active segments
+///   and one group's blocks: 1.43 + 0.15 + 0.0625 + 0.03 here;
+/// - once the writes stop and the cleaner has had time, the target's own bound:
+///   `1.5 * space_target - 0.5` (1.45), plus the active segments' unused parts.
 #[test]
 fn a_sustained_overwrite_stays_within_the_space_bound() {
     let dir = tempfile::tempdir().expect("dir");
@@ -402,6 +411,12 @@ fn a_sustained_overwrite_stays_within_the_space_bound() {
         let id = BlockId(id);
         store.write_group(&[(id, &content(id, 0, page))]).expect("fill");
     }
+    let live = (ids * 4096) as f64;
+    let target = options.space_target;
+    let active = 2.0 * options.segment_bytes as f64 / live;
+    let group = 64.0 * 4096.0 / live;
+    let hard_bound = target * 1.1 + (target - 1.0) / 2.0 + active + group;
+    let settled_bound = 1.5 * target - 0.5 + active;
     let mut worst: f64 = 0.0;
     for round in 1..=40u64 {
         let group: Vec<(BlockId, Vec<u8>)> = (0..64)
@@ -418,11 +433,24 @@ fn a_sustained_overwrite_stays_within_the_space_bound() {
     }
     let stats = store.stats();
     eprintln!(
-        "space amplification: worst {worst:.3}, final {:.3}; {stats:?}",
+        "space amplification: worst {worst:.3} (bound {hard_bound:.3}), at the end {:.3}; \
+         {stats:?}",
         stats.space_amplification()
     );
     assert!(stats.segments_cleaned > 0, "nothing was cleaned: {stats:?}");
-    assert!(worst <= 1.5, "space amplification reached {worst:.3}: {stats:?}");
+    assert!(worst <= hard_bound, "space amplification reached {worst:.3}: {stats:?}");
+    // Bounded: the cleaner wakes every 100 ms; a minute is far beyond what it needs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut settled = store.stats().space_amplification();
+    while settled > settled_bound && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        settled = store.stats().space_amplification();
+    }
+    assert!(
+        settled <= settled_bound,
+        "the cleaner left {settled:.3} of the live bytes (bound {settled_bound:.3}): {:?}",
+        store.stats()
+    );
 }
 
 #[test]

@@ -29,25 +29,28 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
 
-use crate::machine::{machine_info, malloc_in_use_bytes, process_memory};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tierkv::{Backend, Db, Durability, Options};
-use tierkv_io::file_system_info;
-use tierkv_io::{AccessMethod, Storage};
+use tierkv_io::{file_system_info, Storage};
 
 use crate::device::{BenchError, Machine};
+use crate::machine::{machine_info, malloc_in_use_bytes, process_memory};
 use crate::scratch::ScratchDir;
-use crate::summary::median_of_present;
 use crate::wal::{measure_sync_limit, SyncLimit, SyncLimitAround};
 
+mod memory;
 mod plot;
+mod read_methods;
 
+pub use memory::MemorySample;
+use memory::MemoryTrace;
 pub use plot::write_plots;
+use read_methods::compare_read_methods;
+pub use read_methods::{ReadMethodTrial, ReadMethodsReport};
 
 /// Bytes of a key.
 pub const KEY_BYTES: usize = 16;
@@ -228,158 +231,6 @@ pub struct SyncShare {
     /// `ops_per_sec ÷ (limit × records_per_sync)`, the limit the mean of the two
     /// measurements around the run (`EngineBenchReport::fdatasync_limit`).
     pub of_limit: f64,
-}
-
-/// Memory at one moment of the run (see `MemoryTrace`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MemorySample {
-    /// Seconds since the run began.
-    pub seconds: f64,
-    /// The workload running; `None` between workloads (opening, closing, checkpointing).
-    pub workload: Option<Workload>,
-    /// The process's resident memory (`VmRSS`), bytes.
-    pub rss_bytes: u64,
-    /// Of it, anonymous memory (`RssAnon`): the heap, stacks and anonymous maps.
-    pub anon_bytes: Option<u64>,
-    /// Bytes the allocator has handed out and not had back (`heap_in_use`); resident heap
-    /// above this is memory the allocator keeps free, or its size-class rounding.
-    pub heap_in_use_bytes: Option<u64>,
-    /// What the engine counts against its budget, as last read during a workload: its page
-    /// cache's bytes.
-    pub engine_cache_bytes: Option<usize>,
-    /// And what it holds outside its frames: before-images (undo) and overflow values not
-    /// yet written.
-    pub engine_memtable_bytes: Option<usize>,
-}
-
-/// Memory through the run: a thread samples the process every `MEMORY_SAMPLE_INTERVAL`,
-/// workloads or not (a store's opening and closing count too), and the workload loops note
-/// what the engine counts (`Db::stats`) each 1,000 operations, at most as often. A
-/// transient peak can then be placed, and set against what the engine holds.
-struct MemoryTrace {
-    started: Instant,
-    /// 1 + the index in `config.workloads` of the workload running; 0 between workloads.
-    running: AtomicUsize,
-    /// Nanoseconds after `started` when the engine's figures are next read.
-    engine_due: AtomicU64,
-    /// The engine's figures last read (`usize::MAX`: none yet, or between workloads).
-    engine_cache: AtomicUsize,
-    engine_memtables: AtomicUsize,
-    stop: AtomicBool,
-}
-
-/// How often `MemoryTrace` samples. glibc's `mallinfo2` walks malloc's free lists under its
-/// locks, so not much more often.
-const MEMORY_SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
-
-impl MemoryTrace {
-    fn new() -> MemoryTrace {
-        MemoryTrace {
-            started: Instant::now(),
-            running: AtomicUsize::new(0),
-            engine_due: AtomicU64::new(0),
-            engine_cache: AtomicUsize::new(usize::MAX),
-            engine_memtables: AtomicUsize::new(usize::MAX),
-            stop: AtomicBool::new(false),
-        }
-    }
-
-    fn elapsed_nanos(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// Marks workload `index` of the run as running, or none (`None`).
-    fn set_running(&self, index: Option<usize>) {
-        self.running.store(index.map_or(0, |i| i + 1), Ordering::Relaxed);
-        if index.is_none() {
-            self.engine_cache.store(usize::MAX, Ordering::Relaxed);
-            self.engine_memtables.store(usize::MAX, Ordering::Relaxed);
-        }
-        self.engine_due.store(0, Ordering::Relaxed);
-    }
-
-    /// Reads the engine's figures when they are due.
-    fn note_engine(&self, store: &Db) {
-        let now = self.elapsed_nanos();
-        if now < self.engine_due.load(Ordering::Relaxed) {
-            return;
-        }
-        let interval = u64::try_from(MEMORY_SAMPLE_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
-        self.engine_due.store(now.saturating_add(interval), Ordering::Relaxed);
-        if let Ok(stats) = store.stats() {
-            // What the engine holds outside its frames: before-images and unwritten
-            // overflow values (the memtables' place before updates in place).
-            let memtables = stats.undo_bytes + stats.pending_overflow_bytes;
-            self.engine_cache.store(stats.cache_bytes, Ordering::Relaxed);
-            self.engine_memtables.store(memtables, Ordering::Relaxed);
-        }
-    }
-
-    /// The sampler thread's loop, until `stop`.
-    fn sample_until_stopped(
-        &self,
-        workloads: &[Workload],
-        heap_in_use: fn() -> Option<u64>,
-    ) -> Vec<MemorySample> {
-        let engine = |figure: &AtomicUsize| {
-            Some(figure.load(Ordering::Relaxed)).filter(|&bytes| bytes != usize::MAX)
-        };
-        let mut samples = Vec::new();
-        loop {
-            let stopping = self.stop.load(Ordering::Relaxed);
-            if let Some(memory) = process_memory() {
-                let running = self.running.load(Ordering::Relaxed);
-                samples.push(MemorySample {
-                    seconds: self.started.elapsed().as_secs_f64(),
-                    workload: running.checked_sub(1).and_then(|i| workloads.get(i).copied()),
-                    rss_bytes: memory.rss_bytes,
-                    anon_bytes: memory.anon_bytes,
-                    heap_in_use_bytes: heap_in_use(),
-                    engine_cache_bytes: engine(&self.engine_cache),
-                    engine_memtable_bytes: engine(&self.engine_memtables),
-                });
-            }
-            if stopping {
-                return samples;
-            }
-            std::thread::sleep(MEMORY_SAMPLE_INTERVAL);
-        }
-    }
-}
-
-/// One timed pass of random lookups with one read method.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ReadMethodTrial {
-    /// `syscall` or `mmap`.
-    pub method: String,
-    /// Which trial (pairs of one pass per method).
-    pub trial: usize,
-    /// Lookups per second.
-    pub ops_per_sec: f64,
-    /// Median latency, microseconds.
-    pub p50_us: f64,
-    /// 99th percentile.
-    pub p99_us: f64,
-    /// Page cache hits ÷ lookups during the pass.
-    pub cache_hit_ratio: Option<f64>,
-}
-
-/// The read-method comparison (see the module header).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ReadMethodsReport {
-    /// Lookups per pass.
-    pub reads: u64,
-    /// Every pass, in the order run.
-    pub trials: Vec<ReadMethodTrial>,
-    /// Median ops/s of the `syscall` passes.
-    pub syscall_median_ops_per_sec: Option<f64>,
-    /// Median ops/s of the `mmap` passes.
-    pub mmap_median_ops_per_sec: Option<f64>,
-    /// mmap's median ÷ syscall's.
-    pub mmap_over_syscall: Option<f64>,
-    /// Whether the store's files fit in the machine's memory (so the OS page cache can hold
-    /// them) while being larger than the engine's cache: the case seed 000 measures.
-    pub data_fits_os_cache_not_engine_cache: bool,
 }
 
 /// The whole run.
@@ -777,71 +628,6 @@ fn random_reads(
         }
     }
     Ok(hits)
-}
-
-/// Reopens the store at `dir` with each read method in turn, `trials` times, and times
-/// random lookups on a cold engine cache (see the module header).
-fn compare_read_methods(
-    config: &EngineBenchConfig,
-    dir: &Path,
-    trials: usize,
-    store_file_bytes: u64,
-    bar: &ProgressBar,
-) -> Result<ReadMethodsReport, BenchError> {
-    if store_file_bytes == 0 {
-        return Err(BenchError::Engine(
-            "the read-method comparison needs a filled store: put fillseq or fillrandom \
-             among the workloads"
-                .into(),
-        ));
-    }
-    let mut rng = fastrand::Rng::with_seed(config.seed ^ 0x5eed);
-    let mut passes = Vec::new();
-    for trial in 0..trials {
-        let order = match trial % 2 {
-            0 => [AccessMethod::Syscall, AccessMethod::Mmap],
-            _ => [AccessMethod::Mmap, AccessMethod::Syscall],
-        };
-        for method in order {
-            bar.set_message(format!("readrandom, {method} read method, trial {}", trial + 1));
-            let options = Options { read_method: method, ..config.options.clone() };
-            let store = Db::open(dir, options).map_err(engine_error)?;
-            let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
-                .map_err(|e| BenchError::Engine(e.to_string()))?;
-            let before = store.stats().map_err(engine_error)?.cache;
-            let started = Instant::now();
-            random_reads(&store, config, &mut rng, &mut histogram, bar, None)?;
-            let seconds = started.elapsed().as_secs_f64();
-            let after = store.stats().map_err(engine_error)?.cache;
-            store.close().map_err(engine_error)?;
-            let lookups = (after.hits + after.misses).saturating_sub(before.hits + before.misses);
-            let micros = |q: f64| histogram.value_at_quantile(q) as f64 / 1_000.0;
-            passes.push(ReadMethodTrial {
-                method: method.to_string(),
-                trial,
-                ops_per_sec: config.reads as f64 / seconds,
-                p50_us: micros(0.5),
-                p99_us: micros(0.99),
-                cache_hit_ratio: (lookups > 0)
-                    .then(|| after.hits.saturating_sub(before.hits) as f64 / lookups as f64),
-            });
-        }
-    }
-    let median = |method: AccessMethod| {
-        let name = method.to_string();
-        median_of_present(passes.iter().filter(|p| p.method == name).map(|p| Some(p.ops_per_sec)))
-    };
-    let (syscall, mmap) = (median(AccessMethod::Syscall), median(AccessMethod::Mmap));
-    let memory = machine_info().memory_bytes;
-    Ok(ReadMethodsReport {
-        reads: config.reads,
-        trials: passes,
-        syscall_median_ops_per_sec: syscall,
-        mmap_median_ops_per_sec: mmap,
-        mmap_over_syscall: syscall.zip(mmap).map(|(s, m)| m / s),
-        data_fits_os_cache_not_engine_cache: store_file_bytes < memory / 2
-            && store_file_bytes > config.options.cache_size as u64,
-    })
 }
 
 fn record(histogram: &mut Histogram<u64>, started: Instant) {

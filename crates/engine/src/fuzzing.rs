@@ -286,6 +286,27 @@ pub fn slotted_edits(data: &[u8]) {
             (Slotted::new(&left[..]).link(), Slotted::new(&right[..]).link()),
             (Some(77), link)
         );
+        // The tree's split of a leaf: `split_point` (with no change laid over it) names a
+        // separator between two of its keys, and `split_at` there keeps every entry, each on
+        // its side, in order.
+        let separator = edit::split_point(&leaf[..], &[]).expect("two entries make a cut");
+        let Split { left, right, .. } = edit::split_at(&leaf[..], 78, &separator);
+        assert_eq!(slotted::check(&left, page_bytes), Ok(Kind::Leaf));
+        assert_eq!(slotted::check(&right, page_bytes), Ok(Kind::Leaf));
+        let (low, high) = (
+            slotted::decode_leaf(&left).expect("left"),
+            slotted::decode_leaf(&right).expect("right"),
+        );
+        assert!(!low.is_empty() && !high.is_empty(), "a cut between two keys leaves both");
+        assert!(
+            low.iter().all(|e| e.0[..] < separator[..])
+                && high.iter().all(|e| e.0[..] >= separator[..])
+        );
+        assert_eq!(low.into_iter().chain(high).collect::<Vec<_>>(), entries(&leaf_model));
+        assert_eq!(
+            (Slotted::new(&left[..]).link(), Slotted::new(&right[..]).link()),
+            (Some(78), link)
+        );
     }
     // A full parent's split with the separator it had no room for: one more entry than the
     // page holds, the middle one going up.

@@ -627,37 +627,111 @@ pub fn split_adding<P: PageBytes + ?Sized>(
 /// The separator is above every key left of the cut and at or below every key right of it;
 /// `None` when there is one key in all (which always fits a page).
 pub fn split_point<P: PageBytes + ?Sized>(page: &P, changes: &[(&[u8], usize)]) -> Option<Vec<u8>> {
-    assert!(Shape::of(page).kind == Kind::Leaf, "split_point of an internal page");
-    let mut all: std::collections::BTreeMap<Vec<u8>, usize> = entries(page)
-        .into_iter()
-        .map(|(key, tail)| {
-            let bytes = SLOT_BYTES + key.len() + tail.len();
-            (key, bytes)
+    let shape = Shape::of(page);
+    assert!(shape.kind == Kind::Leaf, "split_point of an internal page");
+    // Every entry's key and bytes in key order, the page's keys in one buffer (no
+    // allocation per entry: this runs before every split), the changes laid over them.
+    let keys = Keys::of(page, &shape);
+    let mut all: Vec<(&[u8], usize)> = (0..shape.count)
+        .map(|index| {
+            (keys.key(index), SLOT_BYTES + keys.key(index).len() + tail_len(page, &shape, index))
         })
         .collect();
-    for (key, bytes) in changes {
-        all.insert(key.to_vec(), *bytes);
+    for &(key, bytes) in changes {
+        match all.binary_search_by(|(have, _)| (*have).cmp(key)) {
+            Ok(at) => all[at].1 = bytes,
+            Err(at) => all.insert(at, (key, bytes)),
+        }
     }
+    debug_assert!(all.windows(2).all(|pair| pair[0].0 < pair[1].0), "keys in order, once");
     if all.len() < 2 {
         return None;
     }
-    let total: usize = all.values().sum();
-    let keys: Vec<(&Vec<u8>, &usize)> = all.iter().collect();
+    let total: usize = all.iter().map(|(_, bytes)| bytes).sum();
     let mut so_far = 0;
     let mut cut = 1;
-    for (index, (_, bytes)) in keys.iter().enumerate() {
-        so_far += **bytes;
+    for (index, (_, bytes)) in all.iter().enumerate() {
+        so_far += *bytes;
         if so_far * 2 >= total {
             cut = index + 1;
             break;
         }
     }
-    let cut = cut.clamp(1, keys.len() - 1);
-    let (last, first) = (keys[cut - 1].0, keys[cut].0);
+    let cut = cut.clamp(1, all.len() - 1);
+    let (last, first) = (all[cut - 1].0, all[cut].0);
     let common = last.iter().zip(first.iter()).take_while(|(a, b)| a == b).count();
     let separator = first[..common + 1].to_vec();
-    debug_assert!(separator.as_slice() > last.as_slice() && separator <= *first);
+    debug_assert!(separator.as_slice() > last && separator.as_slice() <= first);
     Some(separator)
+}
+
+/// A page's whole keys, in slot order, in one buffer.
+struct Keys {
+    bytes: Vec<u8>,
+    /// Where each key ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl Keys {
+    fn of<P: PageBytes + ?Sized>(page: &P, shape: &Shape) -> Keys {
+        let reader = Slotted::new(page);
+        let mut keys = Keys { bytes: Vec::new(), ends: Vec::with_capacity(shape.count) };
+        for index in 0..shape.count {
+            reader.key_into(index, &mut keys.bytes).expect("invariant: a key");
+            keys.ends.push(keys.bytes.len());
+        }
+        keys
+    }
+
+    fn key(&self, index: usize) -> &[u8] {
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.bytes[start..self.ends[index]]
+    }
+
+    /// How many keys are below `key` (the keys are in order).
+    fn below(&self, key: &[u8]) -> usize {
+        let (mut low, mut high) = (0, self.ends.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.key(middle) < key {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
+    }
+}
+
+/// An image of `page`'s entries `range` (whose keys `keys` holds) as a page of `kind`,
+/// with the given LSN and link: each entry's tail copied from the page as it is laid out.
+fn image_of_range<P: PageBytes + ?Sized>(
+    page: &P,
+    shape: &Shape,
+    keys: &Keys,
+    range: std::ops::Range<usize>,
+    lsn: u64,
+    link: u64,
+) -> Vec<u8> {
+    let key = |index: usize| keys.key(index);
+    let prefix =
+        common_prefix(range.clone().next().map(key), range.clone().next_back().map(key)).len();
+    let bytes = HEADER_BYTES
+        + prefix
+        + range
+            .clone()
+            .map(|index| SLOT_BYTES + key(index).len() - prefix + tail_len(page, shape, index))
+            .sum::<usize>();
+    assert!(bytes <= shape.page_bytes, "a page of {bytes} bytes");
+    let start = range.start;
+    let image = lay_out(shape.kind, range.map(key), lsn, link, shape.page_bytes, |at, out| {
+        let index = start + at;
+        let (offset, len) = slot(page, shape, index);
+        page.append_out(offset + len, tail_len(page, shape, index), out)
+            .expect("invariant: an entry");
+    });
+    debug_assert_eq!(super::check(&image, shape.page_bytes), Ok(shape.kind));
+    image
 }
 
 /// Cuts a leaf in two at `separator`: its keys below it stay, those at or above it go to
@@ -667,14 +741,19 @@ pub fn split_at<P: PageBytes + ?Sized>(page: &P, right_id: u64, separator: &[u8]
     let shape = Shape::of(page);
     let (lsn, link) = header_words(page);
     assert!(shape.kind == Kind::Leaf && right_id != 0, "split_at of an internal page");
-    let all = entries(page);
-    let cut = all.partition_point(|(key, _)| key.as_slice() < separator);
+    let keys = Keys::of(page, &shape);
+    let cut = keys.below(separator);
     let split = Split {
-        left: image_of(Kind::Leaf, &all[..cut], lsn, right_id, shape.page_bytes),
-        right: image_of(Kind::Leaf, &all[cut..], lsn, link, shape.page_bytes),
+        left: image_of_range(page, &shape, &keys, 0..cut, lsn, right_id),
+        right: image_of_range(page, &shape, &keys, cut..shape.count, lsn, link),
         separator: separator.to_vec(),
     };
     debug_assert!(split.left.len() == shape.page_bytes && split.right.len() == shape.page_bytes);
+    debug_assert_eq!(
+        Slotted::new(&split.left[..]).count().zip(Slotted::new(&split.right[..]).count()),
+        Some((cut, shape.count - cut)),
+        "every entry in one half"
+    );
     split
 }
 

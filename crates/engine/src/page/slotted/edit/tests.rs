@@ -150,6 +150,67 @@ proptest! {
         prop_assert_eq!((l.link(), r.link(), l.lsn(), r.lsn()), (Some(42), Some(11), Some(7), Some(7)));
     }
 
+    /// A leaf cut where `split_point` says (its changes laid over the page's entries, each
+    /// counted by its bytes) matches the model's cut: the separator is the model's (the
+    /// shortest key above the last entry of the half holding at least half the bytes), and
+    /// `split_at` puts every entry below it left and every other right, in order, linked
+    /// and numbered as the page was.
+    #[test]
+    fn a_leaf_cut_where_split_point_says_matches_the_model(
+        entries in proptest::collection::btree_map(key(), value(), 2..40),
+        changes in proptest::collection::vec((key(), 1usize..PAGE / 2), 0..4),
+    ) {
+        let mut page = encode_leaf(&[], 7, 11, PAGE);
+        let mut model = BTreeMap::new();
+        for (key, value) in entries {
+            if put_leaf(&mut page[..], &key, (&value).into()).is_ok() {
+                model.insert(key, value);
+            }
+        }
+        let tail = |value: &Value| match value {
+            Value::Inline(bytes) => INLINE_HEADER_BYTES + bytes.len(),
+            Value::Overflow(_) => OVERFLOW_BYTES,
+        };
+        let mut sizes: BTreeMap<Vec<u8>, usize> =
+            model.iter().map(|(k, v)| (k.clone(), SLOT_BYTES + k.len() + tail(v))).collect();
+        for (key, bytes) in &changes {
+            sizes.insert(key.clone(), *bytes);
+        }
+        let changes: Vec<(&[u8], usize)> =
+            changes.iter().map(|(k, b)| (k.as_slice(), *b)).collect();
+        let found = split_point(&page[..], &changes);
+        if sizes.len() < 2 {
+            prop_assert_eq!(found, None);
+            return Ok(());
+        }
+        let total: usize = sizes.values().sum();
+        let ordered: Vec<(&Vec<u8>, &usize)> = sizes.iter().collect();
+        let mut so_far = 0;
+        let cut = ordered
+            .iter()
+            .position(|(_, bytes)| {
+                so_far += **bytes;
+                so_far * 2 >= total
+            })
+            .map_or(1, |at| at + 1)
+            .clamp(1, ordered.len() - 1);
+        let (last, first) = (ordered[cut - 1].0, ordered[cut].0);
+        let common = last.iter().zip(first).take_while(|(a, b)| a == b).count();
+        let separator = first[..common + 1].to_vec();
+        prop_assert_eq!(found.as_ref(), Some(&separator));
+        let Split { left, right, separator: kept } = split_at(&page[..], 42, &separator);
+        prop_assert_eq!(&kept, &separator);
+        prop_assert_eq!(check(&left, PAGE), Ok(Kind::Leaf));
+        prop_assert_eq!(check(&right, PAGE), Ok(Kind::Leaf));
+        let (low, high) = (decode_leaf(&left).expect("left"), decode_leaf(&right).expect("right"));
+        prop_assert!(low.iter().all(|(k, _)| k[..] < separator[..]));
+        prop_assert!(high.iter().all(|(k, _)| k[..] >= separator[..]));
+        let joined: Vec<_> = low.into_iter().chain(high).collect();
+        prop_assert_eq!(joined, model_entries(&model));
+        let (l, r) = (Slotted::new(&left[..]), Slotted::new(&right[..]));
+        prop_assert_eq!((l.link(), r.link(), l.lsn(), r.lsn()), (Some(42), Some(11), Some(7), Some(7)));
+    }
+
     /// Separators put into an internal page route every key as a sorted map of them does,
     /// and after a split the middle separator routes between the halves exactly as the
     /// page did.

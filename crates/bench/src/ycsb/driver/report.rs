@@ -286,17 +286,3 @@ pub fn comparison(runs: &[EngineRun]) -> String {
     }
     out
 }
-
-/// A store's own reads agree with what was written, and a scan stops at the end: the check
-/// every peer adapter's tests run first.
-#[cfg(all(test, any(feature = "c-peers", feature = "rust-peers")))]
-pub(crate) fn round_trip(store: &dyn Store) {
-    store.write(b"b", b"2").expect("write");
-    store.write(b"a", b"1").expect("write");
-    store.write(b"a", b"3").expect("overwrite");
-    assert_eq!(store.read(b"a").expect("read"), Some(b"3".to_vec()));
-    assert_eq!(store.read(b"c").expect("read"), None);
-    assert_eq!(store.scan(b"a", 10).expect("scan"), 2);
-    assert_eq!(store.scan(b"aa", 10).expect("scan"), 1);
-    assert_eq!(store.scan(b"a", 1).expect("scan"), 1);
-}

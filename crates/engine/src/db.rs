@@ -940,9 +940,18 @@ impl Inner {
         error
     }
 
-    /// The current version, held, and the visible sequence number, taken together as
-    /// `with_view` takes them.
+    /// The current version and the visible sequence number, taken together without a lock,
+    /// a reference count or any other write to memory another thread reads (the version is
+    /// held by an `arc-swap` guard: a slot of this thread's own). The version is loaded
+    /// before and after the sequence: the same both times, it was the current one when the
+    /// sequence was read, and so its view of the undo reaches every before-image of a
+    /// change above that sequence (a version's view starts at the oldest segment holding a
+    /// change above the visible sequence when it was published, and the sequence read
+    /// after it is no lower); and a compaction publishes its tree with writers held off, so
+    /// the tree holds every write at or below the sequence.
     fn pinned_view(&self) -> (arc_swap::Guard<Arc<Version>>, u64) {
+        // Bounded in practice: the version changes at most twice a checkpoint, and a retry
+        // needs a change between two loads nanoseconds apart.
         for _ in 0..1024 {
             let version = self.current.load();
             let sequence = self.visible.get();
@@ -951,35 +960,16 @@ impl Inner {
                 return (version, sequence);
             }
         }
+        // Versions change only under `publishing`: holding it, one load is enough.
         let _held = lock(&self.publishing);
         let version = self.current.load();
         let sequence = self.visible.get();
         (version, sequence)
     }
 
-    /// Runs `read` on the current version and the visible sequence number, taken together
-    /// without a lock, a reference count or any other write to memory another thread
-    /// reads. The version is loaded before and after the sequence: the same both times, it
-    /// was the current one when the sequence was read, and so its view of the undo reaches
-    /// every before-image of a change above that sequence (a version's view starts at the
-    /// oldest segment holding a change above the visible sequence when it was published,
-    /// and the sequence read after it is no lower); and a compaction publishes its tree with
-    /// writers held off, so the tree holds every write at or below the sequence.
+    /// Runs `read` on the current version and the visible sequence number (`pinned_view`).
     fn with_view<R>(&self, read: impl FnOnce(snapshot::View<'_>) -> R) -> R {
-        // Bounded in practice: the version changes at most twice a checkpoint, and a retry
-        // needs a change between two loads nanoseconds apart.
-        for _ in 0..1024 {
-            let version = self.current.load();
-            let sequence = self.visible.get();
-            let again = self.current.load();
-            if Arc::ptr_eq(&version, &again) {
-                return read(snapshot::View { inner: self, version: &version, sequence });
-            }
-        }
-        // Versions change only under `publishing`: holding it, one load is enough.
-        let _held = lock(&self.publishing);
-        let version = self.current.load_full();
-        let sequence = self.visible.get();
+        let (version, sequence) = self.pinned_view();
         read(snapshot::View { inner: self, version: &version, sequence })
     }
 }

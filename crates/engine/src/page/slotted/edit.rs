@@ -378,8 +378,8 @@ fn image_of(
 pub fn compact<P: PageMut + ?Sized>(page: &mut P) {
     let shape = Shape::of(page);
     let (lsn, link) = header_words(page);
-    let live = entries(page);
-    let image = image_of(shape.kind, &live, lsn, link, shape.page_bytes);
+    let keys = Keys::of(&*page, &shape);
+    let image = image_of_range(&*page, &shape, &keys, 0..shape.count, lsn, link);
     page.put_all(&image);
     let after = Shape::of(page);
     assert!(after.count == shape.count && live_bytes(page) + after.gap() == shape.page_bytes);
@@ -703,8 +703,9 @@ impl Keys {
     }
 }
 
-/// An image of `page`'s entries `range` (whose keys `keys` holds) as a page of `kind`,
-/// with the given LSN and link: each entry's tail copied from the page as it is laid out.
+/// An image of `page`'s entries `range` (whose keys `keys` holds) as a page of its kind,
+/// with the given LSN and link: each entry's tail copied from the page as it is laid out,
+/// with no allocation per entry (a split's halves, a page laid out again by `compact`).
 fn image_of_range<P: PageBytes + ?Sized>(
     page: &P,
     shape: &Shape,

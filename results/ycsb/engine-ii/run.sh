@@ -7,6 +7,9 @@
 # and every peer built in but rocksdb-crate, whose source build takes this machine about an
 # hour) names the engines, WORKLOADS (default a,b,c,f,d,e) the workloads, THREADS (default
 # 2) the client threads, OUT (default results/ycsb/engine-ii) where the reports go.
+# FEATURES (default c-peers,rust-peers,tierkv-bench/sqlite) are the build's features: `peers`
+# adds rocksdb-crate (with the same allocator settings); CARGO_TARGET_DIR is honoured, so
+# that build can keep a target directory of its own.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/ycsb/engine-ii}
@@ -14,10 +17,10 @@ mkdir -p "$out"
 dir=${DATA_DIR:-/tmp/tierkv-ycsb}
 rounds=${ROUNDS:-3}
 bash scripts/install-tools.sh
-cargo build --release -p tierkv-cli --features c-peers,rust-peers,tierkv-bench/sqlite
+cargo build --release -p tierkv-cli --features "${FEATURES:-c-peers,rust-peers,tierkv-bench/sqlite}"
 mkdir -p "$dir"
 tierkv=$dir/tierkv
-cp target/release/tierkv "$tierkv"
+cp "${CARGO_TARGET_DIR:-target}/release/tierkv" "$tierkv"
 IFS=, read -r -a engines <<< "${ENGINES:-tierkv,lmdb,wiredtiger,rocksdb,fjall,redb,sqlite}"
 common=(bench ycsb --records "${RECORDS:-1000000}" --operations "${REQUESTS:-1000000}"
     --duration "${SECONDS_PER_WORKLOAD:-20}" --warmup "${WARMUP:-20000}" --threads "${THREADS:-2}"

@@ -677,7 +677,7 @@ pub fn run_all(store: &dyn Store, config: &YcsbConfig) -> Result<Vec<PhaseResult
 
 /// A store's own reads agree with what was written, and a scan stops at the end: the check
 /// every peer adapter's tests run first.
-#[cfg(all(test, any(feature = "c-peers", feature = "rust-peers")))]
+#[cfg(all(test, any(feature = "c-peers", feature = "rust-peers", feature = "rocksdb-crate")))]
 pub(crate) fn round_trip(store: &dyn Store) {
     store.write(b"b", b"2").expect("write");
     store.write(b"a", b"1").expect("write");

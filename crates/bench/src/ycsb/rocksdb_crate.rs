@@ -111,7 +111,7 @@ impl Store for RocksCrateStore {
 
 #[cfg(test)]
 mod tests {
-    use super::super::driver::{run_all, YcsbConfig};
+    use super::super::driver::{round_trip, run_all, YcsbConfig};
     use super::*;
 
     #[test]
@@ -119,14 +119,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let store =
             RocksCrateStore::open(dir.path(), 8 << 20, Durability::None, false).expect("open");
-        store.write(b"b", b"2").expect("write");
-        store.write(b"a", b"1").expect("write");
-        store.write(b"a", b"3").expect("overwrite");
-        assert_eq!(store.read(b"a").expect("read"), Some(b"3".to_vec()));
-        assert_eq!(store.read(b"c").expect("read"), None);
-        assert_eq!(store.scan(b"a", 10).expect("scan"), 2);
-        assert_eq!(store.scan(b"aa", 10).expect("scan"), 1);
-        assert_eq!(store.scan(b"a", 1).expect("scan"), 1);
+        round_trip(&store);
         let config = YcsbConfig {
             records: 1_000,
             operations: 1_000,

@@ -1,8 +1,8 @@
 //! Waiting for another thread without a lock: spin a little, then yield.
 
 /// Spin, then yield: for waits on another thread that holds something briefly (a remap, a
-/// frame latch). The spinning outlasts a writer's hold of a leaf (microseconds: 1,023
-/// spin-loop hints in all) before the first yield, because a yield hands the CPU to whatever
+/// frame latch). The spinning outlasts a writer's hold of a leaf (1,023 spin-loop hints in
+/// all: a few to tens of microseconds, by the CPU) before the first yield, because a yield hands the CPU to whatever
 /// else is runnable on it for a whole time slice (milliseconds: the engine's background
 /// threads often are). With 63 hints, readers waiting on latched frames made 12% of the
 /// `sched_yield` calls of a YCSB sequence on 2 cores.

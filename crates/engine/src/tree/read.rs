@@ -100,7 +100,7 @@ fn child_for<S: PageSource>(
 const STABLE_TRIES: usize = 8;
 
 /// Spins after a descent's first try that met a split, doubled after each later one (in
-/// all, about 1,000 spin-loop hints: tens of microseconds).
+/// all, 1,020 spin-loop hints: a few to tens of microseconds, by the CPU).
 const STABLE_SPINS: u32 = 4;
 
 /// Runs `descent` until a run sees no structure change (the pool's structure sequence even

@@ -2,10 +2,10 @@
 
 /// Spin, then yield: for waits on another thread that holds something briefly (a remap, a
 /// frame latch). The spinning outlasts a writer's hold of a leaf (1,023 spin-loop hints in
-/// all: a few to tens of microseconds, by the CPU) before the first yield, because a yield hands the CPU to whatever
-/// else is runnable on it for a whole time slice (milliseconds: the engine's background
-/// threads often are). With 63 hints, readers waiting on latched frames made 12% of the
-/// `sched_yield` calls of a YCSB sequence on 2 cores.
+/// all: a few to tens of microseconds, by the CPU) before the first yield, because a yield
+/// hands the CPU to whatever else is runnable on it for a whole time slice (milliseconds:
+/// the engine's background threads often are). With 63 hints, readers waiting on latched
+/// frames made 12% of the `sched_yield` calls of a YCSB sequence on 2 cores.
 #[derive(Default)]
 pub(crate) struct Backoff {
     #[cfg_attr(loom, allow(dead_code))]

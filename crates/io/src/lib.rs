@@ -83,6 +83,7 @@ mod sizing;
 mod stats;
 
 pub use aligned::AlignedBuf;
+pub use backoff::Backoff;
 pub use crc::{crc32c, crc32c_parts};
 pub use error::{AlignedItem, Error, FaultErrno, Op, Result};
 pub use file::{File, FileLock, Storage};

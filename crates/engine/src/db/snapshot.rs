@@ -179,10 +179,11 @@ const ITER_CHUNK_MAX: usize = 256;
 /// The protocol, all `SeqCst`: such a write, numbered `t` with its leaf latched, finding
 /// `count` at zero, raises `unrecorded` to `t` and then reads `count` again; at zero it
 /// records nothing. A snapshot adds itself to `count`, then reads `unrecorded` and waits
-/// until that is visible before it takes its sequence. In the single order of those operations, a write that read zero
-/// raised `unrecorded` before the snapshot counted itself, so the snapshot reads `t` or
-/// more and its sequence covers `t`: it never needs `t`'s before-image. Every write after
-/// the snapshot counted itself records, until the last snapshot is dropped.
+/// until that is visible before it takes its sequence. In the single order of those
+/// operations, a write that read zero raised `unrecorded` before the snapshot counted
+/// itself, so the snapshot reads `t` or more and its sequence covers `t`: it never needs
+/// `t`'s before-image. Every write after the snapshot counted itself records, until the
+/// last snapshot is dropped.
 ///
 /// Must never: let a snapshot take a sequence below a write that recorded nothing and may
 /// not have changed its leaf yet; let a write whose batch has more than one key, or that

@@ -1,5 +1,6 @@
 //! `verify`'s report and its walk of the tree: key order and bounds, leaf depth, overflow
-//! values (each page's layout was checked when it was read into its frame), no page reachable twice; then every block of the block store checked.
+//! values (each page's layout was checked when it was read into its frame), no page
+//! reachable twice; then every block of the block store checked.
 
 use super::{Inner, Pages, Version};
 use crate::page::{Page, Value};

@@ -23,10 +23,10 @@
 //! changed it (its slots may have moved). Otherwise, and after a parent's last child, or
 //! for a chunk asked for from elsewhere, it goes down again; so does a read from the
 //! remembered place that fails while a split runs (the parent may have fewer children by
-//! then: a read past a page's count answers nothing, never its free space as a child). Backward chunks mirror this
-//! (`BackPlace`): the next one, asked for from where this one started, takes the slots
-//! before it in the same leaf or steps to the parent's previous child, and goes down again
-//! only before a parent's first child.
+//! then: a read past a page's count answers nothing, never its free space as a child).
+//! Backward chunks mirror this (`BackPlace`): the next one, asked for from where this one
+//! started, takes the slots before it in the same leaf or steps to the parent's previous
+//! child, and goes down again only before a parent's first child.
 //!
 //! Must never: return an entry from a read that did not validate; loop without bound on a
 //! damaged tree (depth is bounded, and so is every step).
@@ -36,6 +36,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use tierkv_io::frames::FrameRead;
+use tierkv_io::Backoff;
 
 use crate::buffer::{BufferError, BufferPool, PageSource};
 use crate::page::slotted::{self, Kind, Slotted, ValueAt};
@@ -99,9 +100,10 @@ fn child_for<S: PageSource>(
 /// Tries before a descent that keeps meeting splits holds them off for its last.
 const STABLE_TRIES: usize = 8;
 
-/// Spins after a descent's first try that met a split, doubled after each later one (in
-/// all, 1,020 spin-loop hints: a few to tens of microseconds, by the CPU).
-const STABLE_SPINS: u32 = 4;
+/// The wait between descents that met a split starts at `1 << STABLE_SPIN_STEP` spin-loop
+/// hints and doubles after each (in all, 1,020 hints over `STABLE_TRIES`: a few to tens of
+/// microseconds, by the CPU).
+const STABLE_SPIN_STEP: u32 = 2;
 
 /// Runs `descent` until a run sees no structure change (the pool's structure sequence even
 /// and the same before and after it); after `STABLE_TRIES`, runs it once more with
@@ -117,7 +119,8 @@ fn stable<S: PageSource, T>(
     pool: &BufferPool<S>,
     mut descent: impl FnMut() -> Result<T, ReadError<S::Error>>,
 ) -> Result<T, ReadError<S::Error>> {
-    for attempt in 0..STABLE_TRIES {
+    let mut backoff = Backoff::from_step(STABLE_SPIN_STEP);
+    for _ in 0..STABLE_TRIES {
         let before = pool.structure_seq();
         if before.is_multiple_of(2) {
             let result = descent();
@@ -128,9 +131,7 @@ fn stable<S: PageSource, T>(
                 return result;
             }
         }
-        for _ in 0..STABLE_SPINS << attempt {
-            std::hint::spin_loop();
-        }
+        backoff.spin();
     }
     let _held = pool.hold_structure();
     descent()

@@ -242,8 +242,9 @@ const RELEASE_BYTES: u64 = 4096;
 
 impl Shared {
     /// file: lets go of the mapped pages appends are done with (`File::release_pages`):
-    /// sealed segments whole, the active one below its tail page (`RELEASE_BYTES`). The records stay in the page cache and the file; the process's resident
-    /// memory does not grow with the log. Appenders copy while this runs: one still copying
+    /// sealed segments whole, the active one below its tail page (`RELEASE_BYTES`). The
+    /// records stay in the page cache and the file; the process's resident memory does not
+    /// grow with the log. Appenders copy while this runs: one still copying
     /// below the tail maps its page again.
     fn release_written<'a>(&'a self, mut state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
         let tail_page = state.tail / 4096 * 4096;

@@ -221,8 +221,9 @@ pub struct BufferPool<S: PageSource> {
     /// Odd while a structure change runs; moved by two for each: a reader that finds it
     /// the same, and even, before and after its descent saw no split (`StructureChange`).
     structure_seq: AtomicU64,
-    /// Frames of page ids below this were faulted in ahead of use (`populate_ahead`); the
-    /// lock is held by the one writer doing it.
+    /// `populate_ahead` is done with the frames of page ids below this: faulted in ahead of
+    /// use, or left to fault at their first use (where the huge range could not grow over
+    /// them, or past the reservation); the lock is held by the one thread doing it.
     populated: AtomicU64,
     populating: Mutex<()>,
     source: S,
@@ -252,6 +253,22 @@ impl<S: PageSource> std::fmt::Debug for BufferPool<S> {
 /// The most restarts of one read before it is reported as a bug: a writer changes a
 /// reachable page only to install it, so more than a handful means something is wrong.
 const MAX_RESTARTS: u32 = 1 << 20;
+
+/// Frames left faulted in past the next page id below which a writer faults them in
+/// itself (`BufferPool::populate_due`): more than a split of a leaf and of every level
+/// above it takes.
+const URGENT_LEAD: u64 = 16;
+
+/// What `BufferPool::populate_ahead` has to do (`BufferPool::populate_due`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ahead {
+    /// Nothing.
+    Enough,
+    /// Work a thread of its own can do while the writers go on.
+    Soon,
+    /// Work for the writer, before it latches anything.
+    Now,
+}
 
 /// Cache lines `prefetch_head` asks for: a page's 32-byte header, its prefix and the first
 /// slots (about 24 of 8 bytes), enough for a leaf of 1 KB records at 16 KiB.
@@ -379,12 +396,30 @@ impl<S: PageSource> BufferPool<S> {
         StructureChange { seq: &self.structure_seq, _alone: alone }
     }
 
+    /// What `populate_ahead(next)` would do now, read from one word: nothing (`Enough`: a
+    /// huge page's worth past `next` is done), work a thread of its own can do (`Soon`), or
+    /// work a writer should do before it latches anything (`Now`: fewer than
+    /// `URGENT_LEAD` frames are left past `next`, so a split would fault its own).
+    #[inline]
+    pub fn populate_due(&self, next: u64) -> Ahead {
+        let populated = self.populated.load(Ordering::Relaxed);
+        if populated >= next.saturating_add(self.per_huge) {
+            Ahead::Enough
+        } else if populated >= next.saturating_add(URGENT_LEAD) {
+            Ahead::Soon
+        } else {
+            Ahead::Now
+        }
+    }
+
     /// Faults in the frames of the fresh page ids from `next` (the next id never given out)
     /// ahead of use, a huge page's worth at a time, so that the writer that installs a new
     /// page (a split, under the structure lock that holds every other writer) takes no page
-    /// fault and no zeroing of a huge page. Called by a writer before it latches anything;
-    /// one writer does it while the others go on. The frames faulted in and not yet filled
-    /// are not counted in the budget: at most two huge pages' worth, past the pages in use.
+    /// fault and no zeroing of a huge page. Done by the store's thread for it while the
+    /// writers go on (`Ahead::Soon`), or by a writer before it latches anything
+    /// (`Ahead::Now`); one thread does it while the others go on. The frames faulted in and
+    /// not yet filled are not counted in the budget: at most two huge pages' worth, past the
+    /// pages in use.
     pub fn populate_ahead(&self, next: u64) {
         if self.populated.load(Ordering::Relaxed) >= next.saturating_add(self.per_huge) {
             return;
@@ -392,7 +427,12 @@ impl<S: PageSource> BufferPool<S> {
         let Ok(_alone) = self.populating.try_lock() else { return };
         let from = self.populated.load(Ordering::Relaxed).max(next);
         let to = next.saturating_add(2 * self.per_huge).next_multiple_of(self.per_huge);
-        if from >= to || from >= self.frames.pages() {
+        if from >= self.frames.pages() {
+            // Past the reservation: no frame is left to fault in, now or later.
+            self.populated.store(u64::MAX, Ordering::Relaxed);
+            return;
+        }
+        if from >= to {
             return;
         }
         {
@@ -400,9 +440,11 @@ impl<S: PageSource> BufferPool<S> {
             if !clock.huge_closed && to > clock.huge_pids {
                 // On huge pages where the huge range may grow over them (advised before the
                 // first touch, as for a page installed there). Where it may not, it is left
-                // open: it closes only once a page lands past it, and nothing is faulted in
-                // ahead until then.
+                // open: it closes only once a page lands past it, and the frames up to `to`
+                // fault at their first use, as without this call (marked done, so that the
+                // writers stop asking until they pass them).
                 if to.saturating_mul(self.stride as u64) > self.huge_limit as u64 {
+                    self.populated.store(to, Ordering::Relaxed);
                     return;
                 }
                 self.grow_huge(&mut clock, to - 1);

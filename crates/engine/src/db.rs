@@ -79,6 +79,7 @@ use crate::tree::Tree;
 use crate::undo::{self, Undo};
 use crate::{Error, Options, Result};
 
+mod ahead;
 mod backup;
 mod bulk;
 mod checkpoint;
@@ -156,6 +157,8 @@ struct Inner {
     /// What `stats` reports of the checkpointer's state, copied out whenever it changes, so
     /// that `stats` never waits for a checkpoint's I/O.
     summary: Mutex<CheckpointSummary>,
+    /// The thread that faults in frames ahead of the writers (`ahead`).
+    populator: ahead::Populator,
     /// Wakes the checkpoint thread.
     trigger: Mutex<Trigger>,
     trigger_cv: Condvar,
@@ -889,6 +892,8 @@ impl Inner {
             // A checkpoint thread that panicked has nothing left to clean up.
             let _ = handle.join();
         }
+        // Nor has a populator thread that panicked.
+        let _ = self.populator.stop();
         self.closed.store(true, Ordering::Release);
         assert!(!lock(&self.trigger).running, "the checkpoint thread outlived its join");
         // Every checkpoint or compaction that starts from now on sees `closed` under this

@@ -347,20 +347,47 @@ fn frames_populated_ahead_count_nothing_until_filled_and_keep_the_huge_range_ope
     assert_eq!(pool.populated.load(Ordering::Relaxed), 5 * per_huge);
 
     // Where the huge range may not grow (past half the budget), it is left open and
-    // nothing is faulted in ahead; a page installed there closes it as before.
+    // nothing is faulted in ahead: those frames are marked done, to fault at their first
+    // use. A page installed there closes it as before.
     let pool =
         BufferPool::new(8 * per_huge, PAGE, 3 * HUGE_BYTES, Source::default()).expect("pool");
     pool.install(0, &image_of(0, 2)).expect("install");
+    assert_eq!(pool.populate_due(1), Ahead::Now);
     pool.populate_ahead(1);
-    assert_eq!(pool.populated.load(Ordering::Relaxed), 0);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 3 * per_huge, "done, not faulted in");
+    assert_eq!(pool.populate_due(1), Ahead::Enough);
     let clock = pool.clock();
     assert_eq!((clock.huge_pids, clock.huge_closed), (per_huge, false));
     drop(clock);
+    assert_eq!(pool.stats().huge_pages, 1);
     pool.install(per_huge + 1, &image_of(per_huge + 1, 2)).expect("install");
     assert!(pool.clock().huge_closed);
     // Closed, the frames ahead are faulted in on pages of their own.
-    pool.populate_ahead(per_huge + 2);
-    assert_eq!(pool.populated.load(Ordering::Relaxed), 4 * per_huge);
+    assert_eq!(pool.populate_due(2 * per_huge + 2), Ahead::Soon);
+    pool.populate_ahead(2 * per_huge + 2);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 5 * per_huge);
     assert_eq!(pool.clock().huge_pids, per_huge);
     assert_eq!(pool.stats().huge_pages, 1);
+    // Past the reservation's end there is nothing to fault in, ever: no one is asked again.
+    pool.populate_ahead(8 * per_huge);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), u64::MAX);
+    assert_eq!(pool.populate_due(8 * per_huge), Ahead::Enough);
+}
+
+/// `populate_due` says, from the one word, whether the frames ahead of the next page id
+/// need nothing, work for the populator thread, or work for the writer before it latches.
+#[test]
+fn populate_due_asks_the_thread_early_and_the_writer_only_when_almost_none_are_left() {
+    let per_huge = (HUGE_BYTES / PAGE) as u64;
+    let pool =
+        BufferPool::new(16 * per_huge, PAGE, 16 * HUGE_BYTES, Source::default()).expect("pool");
+    assert_eq!(pool.populate_due(0), Ahead::Now, "nothing faulted in yet");
+    pool.populate_ahead(0);
+    let populated = pool.populated.load(Ordering::Relaxed);
+    assert_eq!(populated, 2 * per_huge);
+    assert_eq!(pool.populate_due(populated - per_huge), Ahead::Enough);
+    assert_eq!(pool.populate_due(populated - per_huge + 1), Ahead::Soon);
+    assert_eq!(pool.populate_due(populated - URGENT_LEAD), Ahead::Soon);
+    assert_eq!(pool.populate_due(populated - URGENT_LEAD + 1), Ahead::Now);
+    assert_eq!(pool.populate_due(populated + 5), Ahead::Now);
 }

@@ -592,6 +592,7 @@ fn start(
         visible: Visibility::new(last),
         checkpointer: Mutex::new(state),
         summary: Mutex::new(summary),
+        populator: Default::default(),
         trigger: Mutex::new(Trigger { running: !read_only, ..Trigger::default() }),
         trigger_cv: Condvar::new(),
         failure: Mutex::new(None),
@@ -617,6 +618,7 @@ fn start(
                     background.checkpoint_loop()
                 })
                 .map_err(|error| Error::Thread(error.to_string()))?;
+            super::ahead::Populator::start(&inner);
             Some(thread)
         }
     };

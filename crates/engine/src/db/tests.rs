@@ -1,5 +1,6 @@
 //! Unit tests of `Db` that need its insides: a range delete over a lowered batch limit, and
-//! a crash after a checkpoint that wrote a change above its sequence number.
+//! a crash after a checkpoint that wrote a change above its sequence number, and the
+//! populator thread.
 
 use tierkv_io::sim::SimFs;
 use tierkv_io::Storage;
@@ -91,4 +92,36 @@ fn a_crash_after_a_fuzzy_checkpoint_leaks_no_replaced_value() {
     }
     assert_eq!(unnamed_blocks(&db), 0, "blocks leaked by the crash");
     db.close().expect("close");
+}
+
+/// A write that finds less than a huge page's worth of frames faulted in ahead of the next
+/// page id (and more than a split needs) wakes the populator thread and goes on; the thread
+/// faults them in. Closing the store stops the thread and joins it.
+#[test]
+fn the_populator_thread_faults_frames_in_ahead_of_the_writers_and_stops_at_close() {
+    use crate::buffer::Ahead;
+    let storage = Storage::Sim(SimFs::new());
+    let db = open(&storage);
+    db.put("a", b"1").expect("put");
+    let inner = &db.inner;
+    let pool = inner.pages.pool();
+    assert!(inner.populator.thread.get().is_some(), "started with the store");
+    let next = inner.next_page.load(Ordering::Relaxed);
+    assert_eq!(pool.populate_due(next), Ahead::Enough, "the first write faulted them in");
+    // As if the writers had added pages up to where the thread is due and the writer not.
+    let soon = (next..next + (1 << 16))
+        .find(|&next| pool.populate_due(next) == Ahead::Soon)
+        .expect("a next page id with work for the thread");
+    inner.next_page.store(soon, Ordering::Relaxed);
+    inner.populate_before_write();
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while pool.populate_due(soon) != Ahead::Enough {
+        assert!(Instant::now() < deadline, "the populator thread did not fault the frames in");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    inner.next_page.store(next, Ordering::Relaxed);
+    assert_eq!(db.get("a").expect("get").as_deref(), Some(&b"1"[..]));
+    db.close().expect("close");
+    assert!(inner.populator.handle.lock().expect("handle").is_none(), "joined at close");
+    assert!(inner.populator.stop.load(Ordering::Acquire));
 }

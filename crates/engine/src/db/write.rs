@@ -208,7 +208,7 @@ impl Inner {
         self.check_writable()?;
         self.slow_down();
         // Before any latch: a split then finds its new pages' frames faulted in already.
-        self.pages.pool().populate_ahead(self.next_page.load(Ordering::Relaxed));
+        self.populate_before_write();
         let payload = batch.encode();
         let log = self.log()?;
         let apply = self.apply(durability);

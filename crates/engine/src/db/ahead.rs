@@ -1,0 +1,97 @@
+//! The frames of fresh page ids faulted in ahead of the writers, on a thread of the store's
+//! own (`BufferPool::populate_ahead`).
+//!
+//! A new page (a split's) lands in a frame nothing has touched yet: its first touch faults
+//! in and zeroes a huge page, 2 MiB, under the structure lock that holds every other
+//! writer. The writers used to fault them in ahead themselves, before latching anything;
+//! with one writer inserting random keys that was 12% of its time (a `perf record` of
+//! `bench engine` fillrandom, most of it the kernel zeroing memory the VM had not backed
+//! yet). Now a writer that finds fewer than a huge page's worth ahead wakes this thread
+//! and goes on; it faults them in itself only when almost none are left (the thread is
+//! behind, or was not started).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::{JoinHandle, Thread};
+
+use super::Inner;
+use crate::buffer::Ahead;
+use crate::{Error, Result};
+
+/// The thread's side of it, in `Inner`.
+#[derive(Default)]
+pub(super) struct Populator {
+    /// The thread, for the writers to wake; unset while there is none.
+    pub(super) thread: OnceLock<Thread>,
+    /// Set by the writer that wakes the thread, cleared by the thread before it works, so
+    /// that writers wake it once per need rather than at every write.
+    asked: AtomicBool,
+    pub(super) stop: AtomicBool,
+    pub(super) handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Populator {
+    /// Starts the thread for `inner`'s writers. Best effort: if it cannot start, the
+    /// writers fault the frames in themselves, as before it.
+    pub(super) fn start(inner: &Arc<Inner>) {
+        let populator = &inner.populator;
+        assert!(populator.thread.get().is_none(), "a second populator thread");
+        let background = Arc::clone(inner);
+        let started = std::thread::Builder::new()
+            .name("tierkv-populate".into())
+            .spawn(move || background.populate_loop());
+        if let Ok(handle) = started {
+            let _ = populator.thread.set(handle.thread().clone());
+            *populator.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
+        }
+    }
+
+    /// Stops the thread and waits for it (`Inner::shut`); nothing when there is none.
+    pub(super) fn stop(&self) -> Result<()> {
+        self.stop.store(true, Ordering::Release);
+        let handle = self.handle.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(handle) = handle else { return Ok(()) };
+        handle.thread().unpark();
+        handle.join().map_err(|_| Error::Thread("the populator thread panicked".into()))?;
+        assert!(self.stop.load(Ordering::Acquire));
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Before a write latches anything: sees that frames for the pages it may add are
+    /// faulted in, or soon will be.
+    #[inline]
+    pub(super) fn populate_before_write(&self) {
+        let pool = self.pages.pool();
+        let next = self.next_page.load(Ordering::Relaxed);
+        match pool.populate_due(next) {
+            Ahead::Enough => {}
+            Ahead::Soon => match self.populator.thread.get() {
+                Some(thread) => {
+                    let populator = &self.populator;
+                    if !populator.asked.load(Ordering::Relaxed)
+                        && !populator.asked.swap(true, Ordering::AcqRel)
+                    {
+                        thread.unpark();
+                    }
+                }
+                None => pool.populate_ahead(next),
+            },
+            Ahead::Now => pool.populate_ahead(next),
+        }
+    }
+
+    /// The populator thread: waits to be woken, then faults in the frames ahead of the next
+    /// page id, until the store stops it.
+    fn populate_loop(&self) {
+        let populator = &self.populator;
+        while !populator.stop.load(Ordering::Acquire) {
+            std::thread::park();
+            // Cleared first: a writer that asks while this runs wakes it for another pass.
+            if populator.asked.swap(false, Ordering::AcqRel) {
+                self.pages.pool().populate_ahead(self.next_page.load(Ordering::Relaxed));
+            }
+        }
+    }
+}

@@ -8,7 +8,8 @@
 //! `bench engine` fillrandom, most of it the kernel zeroing memory the VM had not backed
 //! yet). Now a writer that finds fewer than a huge page's worth ahead wakes this thread
 //! and goes on; it faults them in itself only when almost none are left (the thread is
-//! behind, or was not started).
+//! behind, or was not started). The thread runs at the lowest priority: on the cores the
+//! clients leave idle.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -17,6 +18,12 @@ use std::thread::{JoinHandle, Thread};
 use super::Inner;
 use crate::buffer::Ahead;
 use crate::{Error, Result};
+
+/// The populator thread's nice value: the lowest. It is meant to take a core the clients
+/// leave idle; where they keep every core busy it seldom runs, and they fault the frames in
+/// themselves (`Ahead::Now`) before latching anything, as before it, rather than have it
+/// take the CPU from a client that holds a latch.
+const POPULATE_NICE: i32 = 19;
 
 /// The thread's side of it, in `Inner`.
 #[derive(Default)]
@@ -39,7 +46,11 @@ impl Populator {
         let background = Arc::clone(inner);
         let started = std::thread::Builder::new()
             .name("tierkv-populate".into())
-            .spawn(move || background.populate_loop());
+            .spawn(move || {
+                // Best effort: refused, the thread shares cores evenly.
+                tierkv_io::priority::lower_this_thread(POPULATE_NICE);
+                background.populate_loop()
+            });
         if let Ok(handle) = started {
             let _ = populator.thread.set(handle.thread().clone());
             *populator.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);

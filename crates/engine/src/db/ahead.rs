@@ -44,13 +44,11 @@ impl Populator {
         let populator = &inner.populator;
         assert!(populator.thread.get().is_none(), "a second populator thread");
         let background = Arc::clone(inner);
-        let started = std::thread::Builder::new()
-            .name("tierkv-populate".into())
-            .spawn(move || {
-                // Best effort: refused, the thread shares cores evenly.
-                tierkv_io::priority::lower_this_thread(POPULATE_NICE);
-                background.populate_loop()
-            });
+        let started = std::thread::Builder::new().name("tierkv-populate".into()).spawn(move || {
+            // Best effort: refused, the thread shares cores evenly.
+            tierkv_io::priority::lower_this_thread(POPULATE_NICE);
+            background.populate_loop()
+        });
         if let Ok(handle) = started {
             let _ = populator.thread.set(handle.thread().clone());
             *populator.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);

@@ -259,6 +259,15 @@ const MAX_RESTARTS: u32 = 1 << 20;
 /// above it takes.
 const URGENT_LEAD: u64 = 16;
 
+/// Who calls `BufferPool::populate_ahead`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    /// A writer, before it latches anything: one at a time.
+    Writer,
+    /// The store's populator thread (there is one), beside the writers.
+    Thread,
+}
+
 /// What `BufferPool::populate_ahead` has to do (`BufferPool::populate_due`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ahead {
@@ -417,19 +426,29 @@ impl<S: PageSource> BufferPool<S> {
     /// page (a split, under the structure lock that holds every other writer) takes no page
     /// fault and no zeroing of a huge page. Done by the store's thread for it while the
     /// writers go on (`Ahead::Soon`), or by a writer before it latches anything
-    /// (`Ahead::Now`); one thread does it while the others go on. The frames faulted in and
+    /// (`Ahead::Now`; one writer at a time, the others go on). The frames faulted in and
     /// not yet filled are not counted in the budget: at most two huge pages' worth, past the
     /// pages in use.
-    pub fn populate_ahead(&self, next: u64) {
+    pub fn populate_ahead(&self, next: u64, by: By) {
         if self.populated.load(Ordering::Relaxed) >= next.saturating_add(self.per_huge) {
             return;
         }
-        let Ok(_alone) = self.populating.try_lock() else { return };
+        // Writers one at a time (the others go on); the store's one populator thread
+        // beside them, without the lock: it runs only on an idle core and may be stopped
+        // anywhere, and must never keep a writer from faulting in frames itself (a page
+        // both fault in is filled once; the other's zeroing is wasted).
+        let _alone = match by {
+            By::Writer => match self.populating.try_lock() {
+                Ok(alone) => Some(alone),
+                Err(_) => return,
+            },
+            By::Thread => None,
+        };
         let from = self.populated.load(Ordering::Relaxed).max(next);
         let to = next.saturating_add(2 * self.per_huge).next_multiple_of(self.per_huge);
         if from >= self.frames.pages() {
             // Past the reservation: no frame is left to fault in, now or later.
-            self.populated.store(u64::MAX, Ordering::Relaxed);
+            self.populated.fetch_max(u64::MAX, Ordering::Relaxed);
             return;
         }
         if from >= to {
@@ -444,7 +463,7 @@ impl<S: PageSource> BufferPool<S> {
                 // fault at their first use, as without this call (marked done, so that the
                 // writers stop asking until they pass them).
                 if to.saturating_mul(self.stride as u64) > self.huge_limit as u64 {
-                    self.populated.store(to, Ordering::Relaxed);
+                    self.populated.fetch_max(to, Ordering::Relaxed);
                     return;
                 }
                 self.grow_huge(&mut clock, to - 1);
@@ -452,7 +471,8 @@ impl<S: PageSource> BufferPool<S> {
         }
         // Refused (an old kernel), the frames fault at their first use as before.
         let _ = self.frames.populate(from, to);
-        self.populated.store(to, Ordering::Relaxed);
+        // Never lowered: a writer and the thread may end in either order.
+        self.populated.fetch_max(to, Ordering::Relaxed);
         debug_assert!(self.populated.load(Ordering::Relaxed) > next);
     }
 

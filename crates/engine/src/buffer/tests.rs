@@ -330,12 +330,12 @@ fn frames_populated_ahead_count_nothing_until_filled_and_keep_the_huge_range_ope
     }
     let used = pool.used_bytes();
     assert_eq!(pool.stats().huge_pages, 1);
-    pool.populate_ahead(10);
+    pool.populate_ahead(10, By::Writer);
     assert_eq!(pool.populated.load(Ordering::Relaxed), 3 * per_huge);
     assert_eq!(pool.clock().huge_pids, 3 * per_huge, "advised before the first touch");
     assert_eq!((pool.used_bytes(), pool.stats().huge_pages), (used, 1), "counted unfilled");
     // Far enough ahead: nothing more.
-    pool.populate_ahead(per_huge);
+    pool.populate_ahead(per_huge, By::Writer);
     assert_eq!(pool.populated.load(Ordering::Relaxed), 3 * per_huge);
     for pid in 10..3 * per_huge {
         pool.install(pid, &image_of(pid, 3)).expect("install");
@@ -343,7 +343,7 @@ fn frames_populated_ahead_count_nothing_until_filled_and_keep_the_huge_range_ope
     assert_eq!(pool.stats().huge_pages, 3);
     assert_eq!(entry(&pool, 10).1, 3);
     assert_eq!(entry(&pool, 3 * per_huge - 1).1, 3);
-    pool.populate_ahead(3 * per_huge);
+    pool.populate_ahead(3 * per_huge, By::Writer);
     assert_eq!(pool.populated.load(Ordering::Relaxed), 5 * per_huge);
 
     // Where the huge range may not grow (past half the budget), it is left open and
@@ -353,7 +353,7 @@ fn frames_populated_ahead_count_nothing_until_filled_and_keep_the_huge_range_ope
         BufferPool::new(8 * per_huge, PAGE, 3 * HUGE_BYTES, Source::default()).expect("pool");
     pool.install(0, &image_of(0, 2)).expect("install");
     assert_eq!(pool.populate_due(1), Ahead::Now);
-    pool.populate_ahead(1);
+    pool.populate_ahead(1, By::Writer);
     assert_eq!(pool.populated.load(Ordering::Relaxed), 3 * per_huge, "done, not faulted in");
     assert_eq!(pool.populate_due(1), Ahead::Enough);
     let clock = pool.clock();
@@ -364,12 +364,12 @@ fn frames_populated_ahead_count_nothing_until_filled_and_keep_the_huge_range_ope
     assert!(pool.clock().huge_closed);
     // Closed, the frames ahead are faulted in on pages of their own.
     assert_eq!(pool.populate_due(2 * per_huge + 2), Ahead::Soon);
-    pool.populate_ahead(2 * per_huge + 2);
+    pool.populate_ahead(2 * per_huge + 2, By::Writer);
     assert_eq!(pool.populated.load(Ordering::Relaxed), 5 * per_huge);
     assert_eq!(pool.clock().huge_pids, per_huge);
     assert_eq!(pool.stats().huge_pages, 1);
     // Past the reservation's end there is nothing to fault in, ever: no one is asked again.
-    pool.populate_ahead(8 * per_huge);
+    pool.populate_ahead(8 * per_huge, By::Writer);
     assert_eq!(pool.populated.load(Ordering::Relaxed), u64::MAX);
     assert_eq!(pool.populate_due(8 * per_huge), Ahead::Enough);
 }
@@ -382,7 +382,7 @@ fn populate_due_asks_the_thread_early_and_the_writer_only_when_almost_none_are_l
     let pool =
         BufferPool::new(16 * per_huge, PAGE, 16 * HUGE_BYTES, Source::default()).expect("pool");
     assert_eq!(pool.populate_due(0), Ahead::Now, "nothing faulted in yet");
-    pool.populate_ahead(0);
+    pool.populate_ahead(0, By::Writer);
     let populated = pool.populated.load(Ordering::Relaxed);
     assert_eq!(populated, 2 * per_huge);
     assert_eq!(pool.populate_due(populated - per_huge), Ahead::Enough);
@@ -390,4 +390,24 @@ fn populate_due_asks_the_thread_early_and_the_writer_only_when_almost_none_are_l
     assert_eq!(pool.populate_due(populated - URGENT_LEAD), Ahead::Soon);
     assert_eq!(pool.populate_due(populated - URGENT_LEAD + 1), Ahead::Now);
     assert_eq!(pool.populate_due(populated + 5), Ahead::Now);
+}
+
+/// Writers fault frames in ahead one at a time, the others going on; the populator thread
+/// does it beside them, so a writer holding the lock never keeps it waiting, nor it them.
+#[test]
+fn the_populator_thread_faults_frames_in_while_a_writer_holds_the_writers_lock() {
+    let per_huge = (HUGE_BYTES / PAGE) as u64;
+    let pool =
+        BufferPool::new(16 * per_huge, PAGE, 16 * HUGE_BYTES, Source::default()).expect("pool");
+    let writer = pool.populating.lock().expect("the writers' lock");
+    pool.populate_ahead(0, By::Writer);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 0, "another writer is at it");
+    pool.populate_ahead(0, By::Thread);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 2 * per_huge);
+    drop(writer);
+    // A writer that ends after the thread never lowers the mark.
+    pool.populated.store(5 * per_huge, Ordering::Relaxed);
+    pool.populate_ahead(4 * per_huge + 1, By::Writer);
+    assert_eq!(pool.populated.load(Ordering::Relaxed), 7 * per_huge);
+    assert_eq!(pool.populate_due(4 * per_huge + 1), Ahead::Enough);
 }

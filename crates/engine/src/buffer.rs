@@ -434,7 +434,7 @@ impl<S: PageSource> BufferPool<S> {
             return;
         }
         // Writers one at a time (the others go on); the store's one populator thread
-        // beside them, without the lock: it runs only on an idle core and may be stopped
+        // beside them, without the lock: at the lowest priority it may be descheduled
         // anywhere, and must never keep a writer from faulting in frames itself (a page
         // both fault in is filled once; the other's zeroing is wasted).
         let _alone = match by {

@@ -8,9 +8,9 @@
 //! `bench engine` fillrandom, most of it the kernel zeroing memory the VM had not backed
 //! yet). Now a writer that finds fewer than a huge page's worth ahead wakes this thread
 //! and goes on; it faults them in itself only when almost none are left (the thread is
-//! behind, or was not started). The thread runs in `SCHED_IDLE`, on the cores the clients
-//! leave idle, and without the writers' lock: stopped anywhere, it never keeps a writer
-//! from doing the work itself.
+//! behind, or was not started). The thread runs at nice 19, on the cores the clients leave
+//! idle, and without the writers' lock: descheduled anywhere, it never keeps a writer from
+//! doing the work itself.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -20,13 +20,14 @@ use super::Inner;
 use crate::buffer::{Ahead, By};
 use crate::{Error, Result};
 
-/// The populator thread runs in `SCHED_IDLE` (`tierkv_io::priority::idle_this_thread`):
-/// on a core no client wants, and off it the moment one does. Where clients keep every core
-/// busy it seldom runs, and they fault the frames in themselves (`Ahead::Now`) before
-/// latching anything, as before it, rather than have it take the CPU from a client that
-/// holds a latch or the structure lock (in YCSB rounds with the thread at nice 0 and at nice
-/// 19, the load's insert p99.9 was 2.1–3.4 ms, against 0.5–0.8 ms with the writers doing it
-/// all). Refused that class, it runs at this nice value.
+/// The populator thread's nice value: the lowest, for the cores the clients leave idle.
+/// Where clients keep every core busy it seldom runs, and they fault the frames in
+/// themselves (`Ahead::Now`) before latching anything, as before it. Not `SCHED_IDLE`:
+/// starved there, it may hold the clock's lock or the kernel's memory-map lock while
+/// clients wait; in the one YCSB run with it, a load's slowest insert took 154 ms (26–36
+/// ms with the writers doing it all; the cause was not shown). With both cores busy the
+/// load's insert p99.9 was 1.3–3.4 ms in YCSB rounds with the thread at any of these
+/// priorities, against 0.5–0.8 ms without it.
 const POPULATE_NICE: i32 = 19;
 
 /// The thread's side of it, in `Inner`.
@@ -49,10 +50,8 @@ impl Populator {
         assert!(populator.thread.get().is_none(), "a second populator thread");
         let background = Arc::clone(inner);
         let started = std::thread::Builder::new().name("tierkv-populate".into()).spawn(move || {
-            // Best effort: refused both, the thread shares cores evenly.
-            if !tierkv_io::priority::idle_this_thread() {
-                tierkv_io::priority::lower_this_thread(POPULATE_NICE);
-            }
+            // Best effort: refused, the thread shares cores evenly.
+            tierkv_io::priority::lower_this_thread(POPULATE_NICE);
             background.populate_loop()
         });
         if let Ok(handle) = started {

@@ -223,7 +223,8 @@ pub struct BufferPool<S: PageSource> {
     structure_seq: AtomicU64,
     /// `populate_ahead` is done with the frames of page ids below this: faulted in ahead of
     /// use, or left to fault at their first use (where the huge range could not grow over
-    /// them, or past the reservation); the lock is held by the one thread doing it.
+    /// them, or past the reservation); the lock is held by the one writer doing it (the
+    /// populator thread takes none: `By::Thread`).
     populated: AtomicU64,
     populating: Mutex<()>,
     source: S,

@@ -892,8 +892,7 @@ impl Inner {
             // A checkpoint thread that panicked has nothing left to clean up.
             let _ = handle.join();
         }
-        // Nor has a populator thread that panicked.
-        let _ = self.populator.stop();
+        self.populator.stop();
         self.closed.store(true, Ordering::Release);
         assert!(!lock(&self.trigger).running, "the checkpoint thread outlived its join");
         // Every checkpoint or compaction that starts from now on sees `closed` under this

@@ -18,7 +18,6 @@ use std::thread::{JoinHandle, Thread};
 
 use super::Inner;
 use crate::buffer::{Ahead, By};
-use crate::{Error, Result};
 
 /// The populator thread's nice value: the lowest, for the cores the clients leave idle.
 /// Where clients keep every core busy it seldom runs, and they fault the frames in
@@ -60,15 +59,16 @@ impl Populator {
         }
     }
 
-    /// Stops the thread and waits for it (`Inner::shut`); nothing when there is none.
-    pub(super) fn stop(&self) -> Result<()> {
+    /// Stops the thread and waits for it (`Inner::shut`); nothing when there is none. A
+    /// request made before the stop is served first. A thread that panicked has nothing
+    /// left to clean up.
+    pub(super) fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         let handle = self.handle.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let Some(handle) = handle else { return Ok(()) };
-        handle.thread().unpark();
-        handle.join().map_err(|_| Error::Thread("the populator thread panicked".into()))?;
-        assert!(self.stop.load(Ordering::Acquire));
-        Ok(())
+        if let Some(handle) = handle {
+            handle.thread().unpark();
+            let _ = handle.join();
+        }
     }
 }
 
@@ -100,12 +100,16 @@ impl Inner {
     /// page id, until the store stops it.
     fn populate_loop(&self) {
         let populator = &self.populator;
-        while !populator.stop.load(Ordering::Acquire) {
+        loop {
             std::thread::park();
+            let stopping = populator.stop.load(Ordering::Acquire);
             // Cleared first: a writer that asks while this runs wakes it for another pass.
             if populator.asked.swap(false, Ordering::AcqRel) {
                 let next = self.next_page.load(Ordering::Relaxed);
                 self.pages.pool().populate_ahead(next, By::Thread);
+            }
+            if stopping {
+                return;
             }
         }
     }

@@ -353,27 +353,40 @@ impl slotted::PageBytes for Recording<'_> {
     }
 }
 
-/// `prefetch_entries` asks for exactly the stretch of the heap the entries lie in: every
-/// byte of each entry of the range (key suffix, value header, value), and nothing of the
-/// entries around it; from its end down, as the first entry, copied first, lies highest.
-#[test]
-fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
+/// A leaf of twelve entries of different sizes, laid out (`encode`), and where each entry
+/// lies in it: its key's suffix (one byte: the keys share the prefix "k"), the value's kind
+/// and length (3 bytes), then the value.
+fn twelve_entries() -> (Vec<u8>, Vec<(usize, usize)>) {
     let entries: Vec<(Vec<u8>, Value)> = (0..12u8)
         .map(|i| (vec![b'k', i], Value::inline(vec![i; 40 + usize::from(i) * 7])))
         .collect();
     let refs: Vec<(&[u8], Value)> = entries.iter().map(|(k, v)| (&k[..], v.clone())).collect();
     let image = encode(&leaf(&refs), 4096);
+    let whole = slotted::Slotted::new(&image[..]);
+    let spans = (0..12)
+        .map(|index| {
+            let slotted::ValueAt::Inline { offset, len } = whole.value(index).expect("value")
+            else {
+                panic!("inline values only")
+            };
+            (offset - 3 - 1, offset + len)
+        })
+        .collect();
+    (image, spans)
+}
+
+/// `prefetch_entries` asks for exactly the stretch of the heap the entries lie in: every
+/// byte of each entry of the range (key suffix, value header, value), and nothing of the
+/// entries around it; from its start up, as a laid-out page holds its entries in key order
+/// up to the page's end.
+#[test]
+fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
+    let (image, span) = twelve_entries();
+    // Laid out in key order, ending at the page's end.
+    assert!(span.windows(2).all(|pair| pair[0].1 == pair[1].0), "{span:?}");
+    assert_eq!(span[11].1, image.len());
     let recording = Recording { bytes: &image, asked: Default::default() };
     let page = slotted::Slotted::new(&recording);
-    // Where each entry lies: its key's suffix (one byte: the keys share the prefix "k"),
-    // the value's kind and length (3 bytes), then the value.
-    let span = |index: usize| {
-        let whole = slotted::Slotted::new(&image[..]);
-        let slotted::ValueAt::Inline { offset, len } = whole.value(index).expect("value") else {
-            panic!("inline values only")
-        };
-        (offset - 3 - 1, offset + len)
-    };
     for range in [0..12, 0..1, 3..7, 11..12, 5..5] {
         recording.asked.borrow_mut().clear();
         page.prefetch_entries(range.clone()).expect("a valid page");
@@ -382,12 +395,42 @@ fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
             assert!(asked.is_empty(), "{asked:?}");
             continue;
         }
+        let [(from, to)] = asked[..] else { panic!("{asked:?}") };
+        assert!(from < to, "asked descending, or nothing: {asked:?}");
+        assert_eq!((from, to), (span[range.start].0, span[range.end - 1].1), "entries {range:?}");
+    }
+}
+
+/// A page whose entries lie in reverse key order (entry 0 at the page's end: how pages
+/// were laid out before), as one still on disk may: `prefetch_entries` asks for the
+/// entries' stretch from its end down, the first entry's lines first.
+#[test]
+fn a_prefetch_of_entries_in_reverse_order_asks_from_the_end_down() {
+    let (image, span) = twelve_entries();
+    // The same entries, moved into reverse order from the page's end, their slots moved too.
+    let mut reversed = image.clone();
+    let slots = slotted::HEADER_BYTES + 1;
+    let mut at = image.len();
+    let mut moved = Vec::new();
+    for (index, &(from, to)) in span.iter().enumerate() {
+        at -= to - from;
+        reversed[at..at + to - from].copy_from_slice(&image[from..to]);
+        let slot = slots + index * slotted::SLOT_BYTES;
+        reversed[slot + 4..slot + 6].copy_from_slice(&(at as u16).to_le_bytes());
+        moved.push((at, at + to - from));
+    }
+    assert_eq!(slotted::check(&reversed, 4096), Ok(slotted::Kind::Leaf));
+    assert_eq!(decode(&reversed).expect("decode"), decode(&image).expect("decode"));
+    let recording = Recording { bytes: &reversed, asked: Default::default() };
+    let page = slotted::Slotted::new(&recording);
+    for range in [0..12, 0..1, 3..7, 11..12] {
+        recording.asked.borrow_mut().clear();
+        page.prefetch_entries(range.clone()).expect("a valid page");
+        let asked = recording.asked.borrow().clone();
         // Recorded by `prefetch_descending` as (to, from).
         let [(to, from)] = asked[..] else { panic!("{asked:?}") };
-        let low = span(range.end - 1).0;
-        let high = span(range.start).1;
         assert!(from < to, "asked ascending, or nothing: {asked:?}");
-        assert_eq!((from, to), (low, high), "entries {range:?}");
+        assert_eq!((from, to), (moved[range.end - 1].0, moved[range.start].1), "{range:?}");
     }
 }
 

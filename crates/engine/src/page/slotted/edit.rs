@@ -21,7 +21,7 @@
 //!
 //! Concurrent optimistic readers may see any state between two writes of a change: every
 //! read of theirs is checked (`Slotted`), and they validate the frame's version after.
-//! Entries written in place no longer lie in reverse key order, so a scan's
+//! Entries written in place lie at the heap's low end, out of key order, so a scan's
 //! `prefetch_entries` of an edited page fetches less than it could, until the page is next
 //! laid out.
 //!
@@ -374,7 +374,7 @@ fn image_of(
 }
 
 /// Lays the page out again from its live entries: no dead bytes, the longest prefix, and
-/// entries in reverse key order from the page's end.
+/// entries in key order up to the page's end.
 pub fn compact<P: PageMut + ?Sized>(page: &mut P) {
     let shape = Shape::of(page);
     let (lsn, link) = header_words(page);

@@ -50,8 +50,6 @@ pub const SLOT_BYTES: usize = 8;
 pub const MIN_PAGE_BYTES: usize = 512;
 /// The largest page.
 pub const MAX_PAGE_BYTES: usize = 64 << 10;
-/// The most bytes of entries one `prefetch_entries` asks for.
-const MAX_PREFETCH_BYTES: usize = 16 << 10;
 /// The largest slot array a search prefetches whole (16 cache lines).
 const MAX_PREFETCH_SLOT_BYTES: usize = 1024;
 
@@ -98,8 +96,6 @@ pub trait PageBytes {
     }
     /// Hints that bytes `from..to` are about to be read (nothing for a slice in memory).
     fn prefetch(&self, _from: usize, _to: usize) {}
-    /// `prefetch`, the last lines asked for first.
-    fn prefetch_descending(&self, _from: usize, _to: usize) {}
 }
 
 impl PageBytes for [u8] {
@@ -160,10 +156,6 @@ impl PageBytes for FrameRead<'_> {
     #[inline]
     fn prefetch(&self, from: usize, to: usize) {
         FrameRead::prefetch(self, from, to);
-    }
-    #[inline]
-    fn prefetch_descending(&self, from: usize, to: usize) {
-        FrameRead::prefetch_descending(self, from, to);
     }
 }
 
@@ -305,49 +297,6 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
             let at = slots + count * eighth / 8 * SLOT_BYTES;
             self.bytes.prefetch(at, at + SLOT_BYTES);
         }
-    }
-
-    /// Hints that entries `range` are about to be read: their bytes are fetched at once.
-    /// A page laid out (`lay_out`: encoded, split or compacted) holds its entries in key
-    /// order from the heap's start to the page's end, so theirs is one stretch: from the
-    /// first one's start to where the one after the last starts (the page's end after the
-    /// last entry), asked for from the first line up (at most `MAX_PREFETCH_BYTES` of it).
-    /// Pages written before that order held them in reverse (entry 0 at the page's end):
-    /// there the stretch runs from the last one's start to where the one before the first
-    /// starts, asked for from its end down. Entries written in place since the page was
-    /// laid out lie at the heap's start, in neither order; they are fetched as the copy
-    /// reaches them.
-    pub fn prefetch_entries(&self, range: std::ops::Range<usize>) -> Option<()> {
-        if range.is_empty() {
-            return Some(());
-        }
-        let count = self.count()?;
-        let offset = |index: usize| Some(self.slot(index)?.1);
-        // The page's end: the header's page size.
-        let end = usize::try_from(self.bytes.le_u32(24)?).ok()?;
-        let first = offset(range.start)?;
-        // The order, told by the first entry and a neighbour (either, for a lone entry).
-        let ascending = if range.start + 1 < count {
-            first < offset(range.start + 1)?
-        } else {
-            range.start == 0 || offset(range.start - 1)? < first
-        };
-        if ascending {
-            let high = if range.end < count { offset(range.end)? } else { end };
-            if high > first {
-                self.bytes.prefetch(first, high.min(first.saturating_add(MAX_PREFETCH_BYTES)));
-            }
-            return Some(());
-        }
-        let (_, low, _) = self.slot(range.end - 1)?;
-        let high = match range.start.checked_sub(1) {
-            Some(before) => offset(before)?,
-            None => end,
-        };
-        // The first entry lies highest, and is copied first: its lines are asked for first.
-        let from = high.saturating_sub(MAX_PREFETCH_BYTES).max(low);
-        self.bytes.prefetch_descending(from, high);
-        Some(())
     }
 
     /// Whether entry `index`'s whole key is `key` (`None` past the count), compared in

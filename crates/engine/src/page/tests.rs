@@ -319,118 +319,41 @@ fn a_decoded_leaf_is_slices_of_one_buffer() {
     assert_eq!(decoded.buffer_bytes(), 8);
 }
 
-/// Page bytes that record what they were asked to prefetch.
-struct Recording<'a> {
-    bytes: &'a [u8],
-    asked: std::cell::RefCell<Vec<(usize, usize)>>,
-}
-
-impl slotted::PageBytes for Recording<'_> {
-    fn byte(&self, at: usize) -> Option<u8> {
-        self.bytes.byte(at)
-    }
-    fn le_u16(&self, at: usize) -> Option<u16> {
-        self.bytes.le_u16(at)
-    }
-    fn le_u32(&self, at: usize) -> Option<u32> {
-        self.bytes.le_u32(at)
-    }
-    fn le_u64(&self, at: usize) -> Option<u64> {
-        self.bytes.le_u64(at)
-    }
-    fn compare_at(&self, at: usize, len: usize, key: &[u8]) -> Option<std::cmp::Ordering> {
-        self.bytes.compare_at(at, len, key)
-    }
-    fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()> {
-        self.bytes.copy_out(at, out)
-    }
-    fn prefetch(&self, from: usize, to: usize) {
-        self.asked.borrow_mut().push((from, to));
-    }
-    fn prefetch_descending(&self, from: usize, to: usize) {
-        // Told apart from an ascending ask by the order of the pair.
-        self.asked.borrow_mut().push((to, from));
-    }
-}
-
-/// A leaf of twelve entries of different sizes, laid out (`encode`), and where each entry
-/// lies in it: its key's suffix (one byte: the keys share the prefix "k"), the value's kind
-/// and length (3 bytes), then the value.
-fn twelve_entries() -> (Vec<u8>, Vec<(usize, usize)>) {
+/// A laid-out page (`encode`) holds its entries in key order, back to back, up to the
+/// page's end: a scan of it reads one ascending stream. Each entry is its key's suffix
+/// (one byte here: the keys share the prefix "k"), the value's kind and length (3 bytes),
+/// then the value.
+#[test]
+fn a_laid_out_page_holds_its_entries_in_key_order_up_to_its_end() {
     let entries: Vec<(Vec<u8>, Value)> = (0..12u8)
         .map(|i| (vec![b'k', i], Value::inline(vec![i; 40 + usize::from(i) * 7])))
         .collect();
     let refs: Vec<(&[u8], Value)> = entries.iter().map(|(k, v)| (&k[..], v.clone())).collect();
     let image = encode(&leaf(&refs), 4096);
-    let whole = slotted::Slotted::new(&image[..]);
-    let spans = (0..12)
+    let page = slotted::Slotted::new(&image[..]);
+    let spans: Vec<(usize, usize)> = (0..12)
         .map(|index| {
-            let slotted::ValueAt::Inline { offset, len } = whole.value(index).expect("value")
-            else {
+            let slotted::ValueAt::Inline { offset, len } = page.value(index).expect("value") else {
                 panic!("inline values only")
             };
             (offset - 3 - 1, offset + len)
         })
         .collect();
-    (image, spans)
-}
-
-/// `prefetch_entries` asks for exactly the stretch of the heap the entries lie in: every
-/// byte of each entry of the range (key suffix, value header, value), and nothing of the
-/// entries around it; from its start up, as a laid-out page holds its entries in key order
-/// up to the page's end.
-#[test]
-fn a_prefetch_of_entries_asks_for_their_bytes_and_no_others() {
-    let (image, span) = twelve_entries();
-    // Laid out in key order, ending at the page's end.
-    assert!(span.windows(2).all(|pair| pair[0].1 == pair[1].0), "{span:?}");
-    assert_eq!(span[11].1, image.len());
-    let recording = Recording { bytes: &image, asked: Default::default() };
-    let page = slotted::Slotted::new(&recording);
-    for range in [0..12, 0..1, 3..7, 11..12, 5..5] {
-        recording.asked.borrow_mut().clear();
-        page.prefetch_entries(range.clone()).expect("a valid page");
-        let asked = recording.asked.borrow().clone();
-        if range.is_empty() {
-            assert!(asked.is_empty(), "{asked:?}");
-            continue;
-        }
-        let [(from, to)] = asked[..] else { panic!("{asked:?}") };
-        assert!(from < to, "asked descending, or nothing: {asked:?}");
-        assert_eq!((from, to), (span[range.start].0, span[range.end - 1].1), "entries {range:?}");
-    }
-}
-
-/// A page whose entries lie in reverse key order (entry 0 at the page's end: how pages
-/// were laid out before), as one still on disk may: `prefetch_entries` asks for the
-/// entries' stretch from its end down, the first entry's lines first.
-#[test]
-fn a_prefetch_of_entries_in_reverse_order_asks_from_the_end_down() {
-    let (image, span) = twelve_entries();
-    // The same entries, moved into reverse order from the page's end, their slots moved too.
-    let mut reversed = image.clone();
-    let slots = slotted::HEADER_BYTES + 1;
-    let mut at = image.len();
-    let mut moved = Vec::new();
-    for (index, &(from, to)) in span.iter().enumerate() {
-        at -= to - from;
-        reversed[at..at + to - from].copy_from_slice(&image[from..to]);
-        let slot = slots + index * slotted::SLOT_BYTES;
-        reversed[slot + 4..slot + 6].copy_from_slice(&(at as u16).to_le_bytes());
-        moved.push((at, at + to - from));
-    }
-    assert_eq!(slotted::check(&reversed, 4096), Ok(slotted::Kind::Leaf));
-    assert_eq!(decode(&reversed).expect("decode"), decode(&image).expect("decode"));
-    let recording = Recording { bytes: &reversed, asked: Default::default() };
-    let page = slotted::Slotted::new(&recording);
-    for range in [0..12, 0..1, 3..7, 11..12] {
-        recording.asked.borrow_mut().clear();
-        page.prefetch_entries(range.clone()).expect("a valid page");
-        let asked = recording.asked.borrow().clone();
-        // Recorded by `prefetch_descending` as (to, from).
-        let [(to, from)] = asked[..] else { panic!("{asked:?}") };
-        assert!(from < to, "asked ascending, or nothing: {asked:?}");
-        assert_eq!((from, to), (moved[range.end - 1].0, moved[range.start].1), "{range:?}");
+    assert!(spans.windows(2).all(|pair| pair[0].1 == pair[1].0), "{spans:?}");
+    assert_eq!(spans[11].1, image.len());
+    let heap = usize::from(u16::from_le_bytes([image[6], image[7]]));
+    assert_eq!(spans[0].0, image.len() - heap, "the first entry starts the heap");
+    // A split lays its halves out the same way.
+    let slotted::edit::Split { left, right, .. } = slotted::edit::split(&image[..], 99);
+    for half in [&left[..], &right[..]] {
+        let half_page = slotted::Slotted::new(half);
+        let offsets: Vec<usize> = (0..half_page.count().expect("count"))
+            .map(|index| match half_page.value(index).expect("value") {
+                slotted::ValueAt::Inline { offset, .. } => offset,
+                slotted::ValueAt::Overflow(_) => panic!("inline values only"),
+            })
+            .collect();
+        assert!(offsets.windows(2).all(|pair| pair[0] < pair[1]), "{offsets:?}");
     }
 }
 

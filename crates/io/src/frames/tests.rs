@@ -89,7 +89,6 @@ fn a_page_loads_reads_changes_and_leaves_its_frame() {
     }
     let resident = frames.optimistic(5).expect("resident");
     for (from, to) in [(0, 0), (0, 1), (60, 200), (100, usize::MAX), (usize::MAX - 1, usize::MAX)] {
-        resident.read().prefetch_descending(from, to);
         resident.read().prefetch(from, to);
     }
     assert_eq!((states(&frames), frames.version(5)), before);

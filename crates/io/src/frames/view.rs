@@ -241,14 +241,6 @@ impl<'a> FrameRead<'a> {
         self.lines(from, to).for_each(|line| self.prefetch_line(line));
     }
 
-    /// `prefetch`, asking for the lines from the last down to the first: for a reader that
-    /// will take the range's end first (a leaf's entries, whose first lies highest), so
-    /// that the lines it needs first are the first asked for.
-    #[inline]
-    pub fn prefetch_descending(&self, from: usize, to: usize) {
-        self.lines(from, to).rev().for_each(|line| self.prefetch_line(line));
-    }
-
     /// The cache lines (numbered from the frame's start) that bytes `from..to` lie on,
     /// the range cut to the frame.
     #[inline]

@@ -21,9 +21,8 @@
 //!
 //! Concurrent optimistic readers may see any state between two writes of a change: every
 //! read of theirs is checked (`Slotted`), and they validate the frame's version after.
-//! Entries written in place lie at the heap's low end, out of key order, so a scan's
-//! `prefetch_entries` of an edited page fetches less than it could, until the page is next
-//! laid out.
+//! Entries written in place lie at the heap's low end, out of key order, so a scan of an
+//! edited page reads less of it as one ascending stream, until the page is next laid out.
 //!
 //! Must never: leave a page that `check` refuses; change anything when answering
 //! [`NoRoom`]; lose, duplicate or reorder a key.

@@ -7,7 +7,8 @@
 # OUT (default results/engine/engine-ii-reads) is where the reports go; OLD_REF (default the
 # tag engine-i) the commit the old binary is built from; WORKLOADS and DURABILITY (defaults
 # above) what runs; COMMAND the script named in summary.json (engine-ii-writes/run.sh runs
-# this one with its own settings).
+# this one with its own settings); NUM, READS, VALUE_SIZE and ROUNDS (defaults 1,000,000,
+# 2,000,000, 100 and 3) the size of the run.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/engine/engine-ii-reads}
@@ -28,9 +29,10 @@ if [[ ! -x $old ]]; then
     (cd "$old_tree" && cargo build --release -p tierkv-cli --target-dir "$dir/target-$old_ref")
     cp "$dir/target-$old_ref/release/tierkv" "$old"
 fi
-args=(bench engine --workloads "$workloads" --num 1000000 --reads 2000000
-    --cache-size 1g --durability "$durability" --quiet)
-for round in 1 2 3; do
+rounds=${ROUNDS:-3}
+args=(bench engine --workloads "$workloads" --num "${NUM:-1000000}" --reads "${READS:-2000000}"
+    --value-size "${VALUE_SIZE:-100}" --cache-size 1g --durability "$durability" --quiet)
+for round in $(seq 1 "$rounds"); do
     if (( round % 2 )); then order=(old new); else order=(new old); fi
     for which in "${order[@]}"; do
         bin=$old; [[ $which == new ]] && bin=$new
@@ -41,11 +43,11 @@ for round in 1 2 3; do
     done
 done
 rm -rf "$dir/store"
-python3 - "$out" "$command" "$old_ref" "$durability" <<'PY'
+python3 - "$out" "$command" "$old_ref" "$durability" "$rounds" "${args[*]}" <<'PY'
 import json, statistics, sys
-out, command, old_ref, durability = sys.argv[1:5]
+out, command, old_ref, durability, count, args = sys.argv[1:7]
 rounds = {}
-for r in (1, 2, 3):
+for r in range(1, int(count) + 1):
     runs = {w: json.load(open(f"{out}/{w}-round-{r}.json")) for w in ("old", "new")}
     rates = {w: {x["workload"]: x["ops_per_sec"] for x in runs[w]["results"]} for w in runs}
     rounds[r] = {k: rates["new"][k] / rates["old"][k] for k in rates["new"]}
@@ -53,6 +55,7 @@ summary = {
     "command": command,
     "old_ref": old_ref,
     "durability": durability,
+    "bench_args": args,
     "machine": json.load(open(f"{out}/new-round-1.json"))["machine"],
     "ratio_new_over_old_by_round": rounds,
     "median_ratio": {k: statistics.median(rounds[r][k] for r in rounds) for k in rounds[1]},

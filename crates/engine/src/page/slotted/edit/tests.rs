@@ -372,3 +372,65 @@ fn a_full_internal_page_splits_with_the_separator_it_had_no_room_for() {
     assert_eq!(decode_internal(&left[..]), Some((1, vec![(long(b'a'), 2)])));
     assert_eq!(decode_internal(&right[..]), Some((9, vec![(long(b'c'), 3)])));
 }
+
+/// Whether the entries of `page` lie in key order: each slot's entry above the one before.
+fn in_key_order(page: &[u8]) -> bool {
+    let shape = Shape::of(page);
+    (1..shape.count).all(|s| slot(page, &shape, s - 1).0 < slot(page, &shape, s).0)
+}
+
+#[test]
+fn new_keys_keep_a_leaf_of_few_entries_in_key_order_and_a_disordered_one_takes_them_low() {
+    const BIG: usize = 16 << 10;
+    let mut page = encode_leaf(&[], 0, 0, BIG);
+    let mut model: BTreeMap<Vec<u8>, Value> = BTreeMap::new();
+    // Keys in a scrambled order, 1,000-byte values: fifteen fit a 16 KiB page.
+    for i in 0..15u32 {
+        let key = format!("user{:04}", (i * 7 + 3) % 15).into_bytes();
+        let value = vec![i as u8; 1000];
+        assert_eq!(put_leaf(&mut page[..], &key, ValueRef::Inline(&value)), Ok(Put::Inserted));
+        model.insert(key, Value::Inline(Bytes::from(value)));
+        assert!(in_key_order(&page), "after {} inserts", i + 1);
+        // Packed from the heap's start to the page's end: nothing dead was left behind.
+        assert_eq!(live_bytes(&page[..]) + Shape::of(&page[..]).gap(), BIG);
+        assert_eq!(check(&page, BIG), Ok(Kind::Leaf));
+        assert_eq!(decode_leaf(&page), Some(model_entries(&model)));
+    }
+    // A value that grows takes fresh bytes at the heap's low end: the order is gone, and the
+    // next new key goes there too, with nothing moved.
+    let mut page = encode_leaf(&[], 0, 0, BIG);
+    for key in [&b"user1"[..], b"user3"] {
+        put_leaf(&mut page[..], key, ValueRef::Inline(&[1; 100])).expect("fits");
+    }
+    put_leaf(&mut page[..], b"user3", ValueRef::Inline(&[2; 300])).expect("fits");
+    assert!(!in_key_order(&page));
+    let before = Shape::of(&page[..]).heap_start;
+    put_leaf(&mut page[..], b"user2", ValueRef::Inline(&[3; 100])).expect("fits");
+    let shape = Shape::of(&page[..]);
+    assert_eq!(slot(&page[..], &shape, 1).0, shape.heap_start, "the new key at the low end");
+    assert_eq!(shape.heap_start, before - (5 + 3 + 100), "nothing moved");
+    let keys: Vec<_> = decode_leaf(&page).expect("leaf").into_iter().map(|e| e.0).collect();
+    assert_eq!(keys, [&b"user1"[..], b"user2", b"user3"]);
+}
+
+#[test]
+fn a_leaf_of_many_small_entries_takes_new_keys_at_the_heap_low_end() {
+    let mut page = encode_leaf(&[], 0, 0, PAGE);
+    // Ascending keys: each goes last, so a leaf kept in order moves its whole heap down.
+    for i in 0..=ORDERED_MAX_ENTRIES as u8 {
+        put_leaf(&mut page[..], &[b'k', i], ValueRef::Inline(&[i; 8])).expect("fits");
+        assert!(in_key_order(&page), "after {} inserts", i + 1);
+    }
+    // Into a leaf of more than `ORDERED_MAX_ENTRIES`, the new key takes the heap's low end,
+    // below the others, out of order; the page reads the same all the same.
+    let last = ORDERED_MAX_ENTRIES as u8 + 1;
+    put_leaf(&mut page[..], &[b'k', last], ValueRef::Inline(&[last; 8])).expect("fits");
+    let shape = Shape::of(&page[..]);
+    assert_eq!(shape.count, ORDERED_MAX_ENTRIES + 2);
+    assert_eq!(slot(&page[..], &shape, ORDERED_MAX_ENTRIES + 1).0, shape.heap_start);
+    assert!(!in_key_order(&page));
+    assert_eq!(check(&page, PAGE), Ok(Kind::Leaf));
+    let keys: Vec<_> =
+        decode_leaf(&page).expect("leaf").into_iter().map(|e| e.0.to_vec()).collect();
+    assert_eq!(keys, (0..=last).map(|i| vec![b'k', i]).collect::<Vec<_>>());
+}

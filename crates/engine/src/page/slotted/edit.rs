@@ -21,11 +21,8 @@
 //!
 //! Concurrent optimistic readers may see any state between two writes of a change: every
 //! read of theirs is checked (`Slotted`), and they validate the frame's version after.
-//! A new key in a leaf of few entries (`ORDERED_MAX_ENTRIES`) whose entries lie in key
-//! order keeps them so: the entries below it move down to make its room
-//! (`in_order_place`). Elsewhere, and for a value that grows, entries written in place lie
-//! at the heap's low end, out of key order, so a scan of such a page reads less of it as
-//! one ascending stream, until the page is next laid out.
+//! Entries written in place lie at the heap's low end, out of key order, so a scan of an
+//! edited page reads less of it as one ascending stream, until the page is next laid out.
 //!
 //! Must never: leave a page that `check` refuses; change anything when answering
 //! [`NoRoom`]; lose, duplicate or reorder a key.
@@ -38,13 +35,6 @@ use super::{
     VALUE_OVERFLOW,
 };
 use crate::page::{OverflowRef, Value, MAX_KEY_BYTES};
-
-/// The most entries a leaf may hold for a new key to keep its entries in key order
-/// (`in_order_place`): a leaf of few, large entries, whose scan streams its bytes.
-/// YCSB-like 1 KB entries scanned 50 at a time from 300,000 records took 300–306 ns an
-/// entry in leaves kept in order against 346 in leaves filled at the heap's low end (one
-/// thread, this 2-core VM; the experiment laid every insert out in full).
-const ORDERED_MAX_ENTRIES: usize = 32;
 
 /// Bytes a page can be written through, besides read.
 pub trait PageMut: PageBytes {
@@ -515,15 +505,14 @@ fn put_entry<P: PageMut + ?Sized>(
         Some(Err(index)) if shape.count < usize::from(u16::MAX) => {
             let need = suffix.len() + tail.len();
             if need + SLOT_BYTES <= shape.gap() {
-                let heap_start = shape.heap_start - need;
-                let at = in_order_place(page, &shape, index, need).unwrap_or(heap_start);
+                let at = shape.heap_start - need;
                 page.put(at, suffix);
                 tail.write(page, at + suffix.len());
                 let from = shape.slots() + index * SLOT_BYTES;
                 page.move_bytes(from, from + SLOT_BYTES, (shape.count - index) * SLOT_BYTES);
                 put_slot(page, &shape, index, suffix, at);
                 page.put(2, &((shape.count + 1) as u16).to_le_bytes());
-                page.put(6, &((shape.page_bytes - heap_start) as u16).to_le_bytes());
+                page.put(6, &((shape.page_bytes - at) as u16).to_le_bytes());
                 return Ok((Put::Inserted, index));
             }
             relay(page, shape, key, tail, Put::Inserted)
@@ -531,51 +520,6 @@ fn put_entry<P: PageMut + ?Sized>(
         Some(Err(_)) => Err(NoRoom { needed: shape.page_bytes + 1, page_bytes: shape.page_bytes }),
         None => relay(page, shape, key, tail, Put::Inserted),
     }
-}
-
-/// Makes room for a new entry of `need` bytes at slot `index` of a leaf whose entries lie
-/// in key order, keeping them so, and returns where it goes: the entries of the slots
-/// below `index` move down by `need` bytes (their slots' offsets with them), and the new
-/// entry takes the `need` bytes just below slot `index`'s entry (below the page's end for
-/// the last). The caller has checked that `need` bytes and a slot fit the gap. `None`,
-/// with nothing changed, for an internal page, a page of more than `ORDERED_MAX_ENTRIES`
-/// or of none, or one whose entries are out of key order already (an older image, or a
-/// value that grew): the caller then takes the heap's low end.
-///
-/// A scan of an ordered leaf reads its bytes as one ascending stream, which the hardware
-/// prefetcher follows (see `ORDERED_MAX_ENTRIES`). The move costs up to the page's bytes
-/// per insert, which is why pages of many small entries, whose scans cost per entry more
-/// than per byte, are left out.
-fn in_order_place<P: PageMut + ?Sized>(
-    page: &mut P,
-    shape: &Shape,
-    index: usize,
-    need: usize,
-) -> Option<usize> {
-    if shape.kind != Kind::Leaf || shape.count == 0 || shape.count > ORDERED_MAX_ENTRIES {
-        return None;
-    }
-    debug_assert!(index <= shape.count && need + SLOT_BYTES <= shape.gap());
-    // In key order: each slot's entry lies above the one before (entries never overlap).
-    let mut below = 0;
-    for s in 0..shape.count {
-        let (offset, _) = slot(page, shape, s);
-        if offset < below {
-            return None;
-        }
-        below = offset + 1;
-    }
-    let boundary = if index < shape.count { slot(page, shape, index).0 } else { shape.page_bytes };
-    page.move_bytes(shape.heap_start, shape.heap_start - need, boundary - shape.heap_start);
-    for s in 0..index {
-        let (offset, _) = slot(page, shape, s);
-        let at = shape.slots() + s * SLOT_BYTES + 4;
-        page.put(at, &((offset - need) as u16).to_le_bytes());
-    }
-    // The slots below `index` moved with their entries, and are still in order.
-    debug_assert!((1..index).all(|s| slot(page, shape, s - 1).0 < slot(page, shape, s).0));
-    debug_assert!(index == 0 || slot(page, shape, index - 1).0 < boundary - need);
-    Some(boundary - need)
 }
 
 /// The put laid out again with every live entry (the slow path: the gap is too small, or

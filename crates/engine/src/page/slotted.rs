@@ -52,6 +52,8 @@ pub const MIN_PAGE_BYTES: usize = 512;
 pub const MAX_PAGE_BYTES: usize = 64 << 10;
 /// The largest slot array a search prefetches whole (16 cache lines).
 const MAX_PREFETCH_SLOT_BYTES: usize = 1024;
+/// The most bytes of an entry `Slotted::prefetch_entry` asks for (64 cache lines).
+const MAX_PREFETCH_ENTRY_BYTES: usize = 4096;
 
 const KIND_LEAF: u8 = 1;
 const KIND_INTERNAL: u8 = 2;
@@ -332,6 +334,22 @@ impl<'b, B: PageBytes + ?Sized> Slotted<'b, B> {
         self.bytes.append_out(HEADER_BYTES, prefix_len, out)?;
         self.bytes.append_out(offset, len, out)?;
         self.value_after(offset.checked_add(len)?)
+    }
+
+    /// The mean bytes of the page's entries: its heap's bytes (dead ones too) over its
+    /// count; `None` for a page of none.
+    pub fn mean_entry_bytes(&self) -> Option<usize> {
+        let heap = usize::from(self.bytes.le_u16(6)?);
+        heap.checked_div(self.count()?)
+    }
+
+    /// Hints the first `len` bytes of entry `index` (at most `MAX_PREFETCH_ENTRY_BYTES`),
+    /// so that they come in while the entry before is copied; nothing past the count.
+    #[inline]
+    pub fn prefetch_entry(&self, index: usize, len: usize) {
+        if let Some((_, offset, _)) = self.slot(index) {
+            self.bytes.prefetch(offset, offset.saturating_add(len.min(MAX_PREFETCH_ENTRY_BYTES)));
+        }
     }
 
     /// A leaf entry's value.

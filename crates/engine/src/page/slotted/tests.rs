@@ -73,6 +73,11 @@ proptest! {
                 }
             }
         }
+        // Hints for every entry, and past the count, change nothing a reader could see.
+        for index in 0..=entries.len() + 1 {
+            frame.prefetch_entry(index, frame.mean_entry_bytes().unwrap_or(0) + 64);
+            slice.prefetch_entry(index, usize::MAX);
+        }
         prop_assert_eq!(read.validate(), Ok(()));
     }
 
@@ -112,6 +117,15 @@ proptest! {
         prop_assert_eq!(page.key_into(count, &mut Vec::new()), None);
         if count > 0 {
             prop_assert!(page.value(count - 1).is_some());
+        }
+        // A page just laid out has no dead bytes: its heap is its entries' bytes, what the
+        // page takes less its header, prefix and slots.
+        let prefix = page.prefix_len().expect("a prefix");
+        let heap = leaf_bytes(&entries) - HEADER_BYTES - prefix - count * SLOT_BYTES;
+        prop_assert_eq!(page.mean_entry_bytes(), heap.checked_div(count));
+        if count > 0 {
+            // At least a value's kind and length each.
+            prop_assert!(page.mean_entry_bytes().expect("a mean") >= INLINE_HEADER_BYTES);
         }
     }
 

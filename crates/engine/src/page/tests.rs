@@ -377,3 +377,62 @@ fn a_page_that_fits_only_with_its_prefix_encodes_and_decodes_back() {
     assert_eq!(image.len(), page_bytes);
     assert_eq!(decode(&image).expect("decodes"), page);
 }
+
+/// Page bytes that record each range a reader hints (`PageBytes::prefetch`).
+struct Recording<'a> {
+    bytes: &'a [u8],
+    asked: std::cell::RefCell<Vec<(usize, usize)>>,
+}
+
+impl slotted::PageBytes for Recording<'_> {
+    fn byte(&self, at: usize) -> Option<u8> {
+        self.bytes.byte(at)
+    }
+    fn le_u16(&self, at: usize) -> Option<u16> {
+        self.bytes.le_u16(at)
+    }
+    fn le_u32(&self, at: usize) -> Option<u32> {
+        self.bytes.le_u32(at)
+    }
+    fn le_u64(&self, at: usize) -> Option<u64> {
+        self.bytes.le_u64(at)
+    }
+    fn compare_at(&self, at: usize, len: usize, key: &[u8]) -> Option<std::cmp::Ordering> {
+        self.bytes.compare_at(at, len, key)
+    }
+    fn copy_out(&self, at: usize, out: &mut [u8]) -> Option<()> {
+        self.bytes.copy_out(at, out)
+    }
+    fn prefetch(&self, from: usize, to: usize) {
+        self.asked.borrow_mut().push((from, to));
+    }
+}
+
+/// `prefetch_entry` asks for the bytes from the entry's start (its key suffix), as many as
+/// it is told up to 4 KiB, and nothing for an index past the count; `mean_entry_bytes` is
+/// the heap's bytes over the count.
+#[test]
+fn an_entry_prefetch_asks_from_the_entry_start_and_nothing_past_the_count() {
+    let entries: Vec<(Vec<u8>, Value)> =
+        (0..12u8).map(|i| (vec![b'k', i], Value::inline(vec![i; 100]))).collect();
+    let refs: Vec<(&[u8], Value)> = entries.iter().map(|(k, v)| (&k[..], v.clone())).collect();
+    let image = encode(&leaf(&refs), 4096);
+    let recording = Recording { bytes: &image, asked: Default::default() };
+    let page = slotted::Slotted::new(&recording);
+    let heap = usize::from(u16::from_le_bytes([image[6], image[7]]));
+    assert_eq!(page.mean_entry_bytes(), Some(heap / 12));
+    for index in 0..12 {
+        let slotted::ValueAt::Inline { offset, .. } = page.value(index).expect("value") else {
+            panic!("inline values only")
+        };
+        // The entry starts at its key suffix: one byte ("k" is the prefix), then the
+        // value's kind and length.
+        let start = offset - 3 - 1;
+        page.prefetch_entry(index, 200);
+        assert_eq!(recording.asked.borrow_mut().pop(), Some((start, start + 200)));
+        page.prefetch_entry(index, usize::MAX);
+        assert_eq!(recording.asked.borrow_mut().pop(), Some((start, start + 4096)));
+    }
+    page.prefetch_entry(12, 200);
+    assert!(recording.asked.borrow().is_empty(), "a hint past the count");
+}
